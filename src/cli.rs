@@ -1,0 +1,249 @@
+//! The command line: `git code-intel <command>`. Every tool is a subcommand with the MCP tool's
+//! arguments as flags; `--json` prints exactly what the MCP tool returns as structured content.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use crate::tools::definitions::FindDefinitionsParams;
+use crate::tools::function_at_line::GetFunctionAtLineParams;
+use crate::tools::impact::{AnalyzeImpactParams, TargetFiles};
+use crate::tools::query::QueryParams;
+use crate::tools::references::FindReferencesParams;
+use crate::tools::search_files::SearchFilesParams;
+use crate::tools::search_text::{Patterns, SearchTextParams};
+use crate::tools::structure::AnalyzeStructureParams;
+use crate::tools::symbols::GetSymbolsParams;
+use crate::tools::{self, ToolResult};
+use crate::workspace::Workspace;
+
+#[derive(Debug, Parser)]
+#[command(name = "git-code-intel", bin_name = "git code-intel", version, about = "Code intelligence for coding agents, stored in git")]
+pub struct Cli {
+    /// The repository to work on (default: the one containing the current directory).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// Print the result as JSON (the MCP tool's structured content).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve MCP over stdio until stdin closes.
+    Serve,
+    /// Search file contents (ripgrep engine).
+    #[command(name = "search-text", visible_alias = "search_text")]
+    SearchText(SearchTextArgs),
+    /// Find files by glob.
+    #[command(name = "search-files", visible_alias = "search_files")]
+    SearchFiles {
+        #[arg(long, allow_hyphen_values = true)]
+        pattern: Option<String>,
+        #[arg(long)]
+        path: Option<String>,
+        #[arg(long)]
+        offset: Option<usize>,
+    },
+    /// Find where a symbol is defined.
+    #[command(name = "find-definitions", visible_alias = "find_definitions")]
+    FindDefinitions {
+        #[arg(long, allow_hyphen_values = true)]
+        symbol: Option<String>,
+        #[arg(long)]
+        path: Option<String>,
+        #[arg(long)]
+        language: Option<String>,
+        /// true (default) or false for a case-insensitive substring match.
+        #[arg(long)]
+        exact_match: Option<bool>,
+        #[arg(long)]
+        offset: Option<usize>,
+    },
+    /// Find where a symbol is used.
+    #[command(name = "find-references", visible_alias = "find_references")]
+    FindReferences {
+        #[arg(long, allow_hyphen_values = true)]
+        symbol: Option<String>,
+        #[arg(long)]
+        path: Option<String>,
+        #[arg(long)]
+        language: Option<String>,
+        #[arg(long)]
+        offset: Option<usize>,
+    },
+    /// List symbols in a file or directory.
+    #[command(name = "get-symbols", visible_alias = "get_symbols")]
+    GetSymbols {
+        #[arg(long)]
+        path: Option<String>,
+        #[arg(long)]
+        kind: Option<String>,
+        #[arg(long)]
+        language: Option<String>,
+        #[arg(long)]
+        offset: Option<usize>,
+    },
+    /// Outline a file, or inline code.
+    #[command(name = "analyze-structure", visible_alias = "analyze_structure")]
+    AnalyzeStructure {
+        #[arg(long)]
+        file_path: Option<String>,
+        #[arg(long)]
+        code: Option<String>,
+        #[arg(long)]
+        language: Option<String>,
+    },
+    /// The function or method enclosing a line.
+    #[command(name = "get-function-at-line", visible_alias = "get_function_at_line")]
+    GetFunctionAtLine {
+        #[arg(long)]
+        file_path: Option<String>,
+        #[arg(long, allow_hyphen_values = true)]
+        line_number: Option<i64>,
+    },
+    /// What to verify when files change.
+    #[command(name = "analyze-impact", visible_alias = "analyze_impact")]
+    AnalyzeImpact {
+        /// A file about to change (repeat for several).
+        #[arg(long = "target-files", alias = "target-file")]
+        target_files: Vec<String>,
+        #[arg(long)]
+        change_description: Option<String>,
+    },
+    /// Plan and run the tools for a question.
+    Query {
+        #[arg(long)]
+        question: Option<String>,
+        #[arg(long)]
+        intent: Option<String>,
+        #[arg(long)]
+        path: Option<String>,
+        #[arg(long, allow_hyphen_values = true)]
+        symbol: Option<String>,
+        #[arg(long)]
+        file_path: Option<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SearchTextArgs {
+    /// A pattern (repeat for up to 5). A pattern starting with `-` is still a pattern.
+    #[arg(long, allow_hyphen_values = true)]
+    pub pattern: Vec<String>,
+    #[arg(long)]
+    pub path: Option<String>,
+    #[arg(long)]
+    pub file_type: Option<String>,
+    /// true (default) or false.
+    #[arg(long)]
+    pub case_sensitive: Option<bool>,
+    #[arg(long)]
+    pub fixed_strings: bool,
+    #[arg(long)]
+    pub context_lines: Option<u32>,
+    #[arg(long)]
+    pub max_results: Option<usize>,
+    #[arg(long)]
+    pub offset: Option<usize>,
+}
+
+/// Runs a tool subcommand and prints its result. Returns the process exit code.
+pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
+    match command {
+        Command::Serve => 0,
+        Command::SearchText(a) => {
+            let pattern = match a.pattern.len() {
+                0 => None,
+                1 => a.pattern.into_iter().next().map(Patterns::One),
+                _ => Some(Patterns::Many(a.pattern)),
+            };
+            emit(
+                tools::search_text::search_text(
+                    ws,
+                    SearchTextParams {
+                        pattern,
+                        path: a.path,
+                        file_type: a.file_type,
+                        case_sensitive: a.case_sensitive,
+                        fixed_strings: Some(a.fixed_strings),
+                        context_lines: a.context_lines,
+                        max_results: a.max_results,
+                        offset: a.offset,
+                    },
+                ),
+                json,
+            )
+        }
+        Command::SearchFiles { pattern, path, offset } => {
+            emit(tools::search_files::search_files(ws, SearchFilesParams { pattern, path, offset }), json)
+        }
+        Command::FindDefinitions { symbol, path, language, exact_match, offset } => emit(
+            tools::definitions::find_definitions(
+                ws,
+                FindDefinitionsParams { symbol, path, language, exact_match, offset },
+            ),
+            json,
+        ),
+        Command::FindReferences { symbol, path, language, offset } => emit(
+            tools::references::find_references(ws, FindReferencesParams { symbol, path, language, offset }),
+            json,
+        ),
+        Command::GetSymbols { path, kind, language, offset } => {
+            emit(tools::symbols::get_symbols(ws, GetSymbolsParams { path, kind, language, offset }), json)
+        }
+        Command::AnalyzeStructure { file_path, code, language } => emit(
+            tools::structure::analyze_structure(ws, AnalyzeStructureParams { file_path, code, language }),
+            json,
+        ),
+        Command::GetFunctionAtLine { file_path, line_number } => emit(
+            tools::function_at_line::get_function_at_line(ws, GetFunctionAtLineParams { file_path, line_number }),
+            json,
+        ),
+        Command::AnalyzeImpact { target_files, change_description } => emit(
+            tools::impact::analyze_impact(
+                ws,
+                AnalyzeImpactParams {
+                    target_files: (!target_files.is_empty()).then_some(TargetFiles::Many(target_files)),
+                    change_description,
+                },
+            ),
+            json,
+        ),
+        Command::Query { question, intent, path, symbol, file_path } => {
+            emit(tools::query::query(ws, QueryParams { question, intent, path, symbol, file_path }), json)
+        }
+    }
+}
+
+fn emit<T: Serialize>(result: ToolResult<T>, json: bool) -> i32 {
+    match result {
+        Ok(value) => {
+            let text = if json {
+                serde_json::to_string(&value).map_err(|e| e.to_string())
+            } else {
+                serde_yaml::to_string(&value).map_err(|e| e.to_string())
+            };
+            match text {
+                Ok(text) => {
+                    println!("{}", text.trim_end());
+                    0
+                }
+                Err(e) => {
+                    eprintln!("error: could not render the result: {e}");
+                    1
+                }
+            }
+        }
+        Err(err) => {
+            if json {
+                println!("{}", serde_json::to_string(&err).unwrap_or_default());
+            }
+            eprintln!("error: {}: {}", err.error, err.message);
+            1
+        }
+    }
+}

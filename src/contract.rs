@@ -1,0 +1,202 @@
+//! The phase contract: every instruction and message the agent sees.
+//!
+//! The default contract is compiled in from `templates/phase_contract.yml`. A project's
+//! `.code-intel/phase_contract.yml` overrides it key by key: mappings merge recursively, and any
+//! other value in the project file replaces the default one.
+
+use std::path::Path;
+
+use serde_yaml::{Mapping, Value};
+
+const DEFAULT_CONTRACT: &str = include_str!("../templates/phase_contract.yml");
+
+/// Where a project keeps its contract overrides, relative to the repository root.
+pub const OVERRIDE_PATH: &str = ".code-intel/phase_contract.yml";
+
+#[derive(Debug, Clone)]
+pub struct Contract {
+    root: Value,
+}
+
+/// An `{error, message}` pair taken from the contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContractMessage {
+    pub error: String,
+    pub message: String,
+}
+
+impl Contract {
+    /// The compiled-in default contract.
+    pub fn builtin() -> Contract {
+        // The default is part of the binary and covered by tests; failing to parse it is a build defect.
+        let root = serde_yaml::from_str(DEFAULT_CONTRACT).expect("templates/phase_contract.yml is valid YAML");
+        Contract { root }
+    }
+
+    /// The default contract with the project's overrides applied. A project file that cannot be
+    /// read or parsed is reported in the returned warning and ignored, so the tools keep working.
+    pub fn load(repo_root: &Path) -> (Contract, Option<String>) {
+        let mut contract = Contract::builtin();
+        let path = repo_root.join(OVERRIDE_PATH);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (contract, None),
+            Err(e) => return (contract, Some(format!("{}: {e}; using the default contract", path.display()))),
+        };
+        match serde_yaml::from_str::<Value>(&text) {
+            Ok(Value::Mapping(overrides)) => {
+                merge(&mut contract.root, Value::Mapping(overrides));
+                (contract, None)
+            }
+            Ok(Value::Null) => (contract, None),
+            Ok(_) => (contract, Some(format!("{}: not a mapping; using the default contract", path.display()))),
+            Err(e) => (contract, Some(format!("{}: {e}; using the default contract", path.display()))),
+        }
+    }
+
+    /// The raw node at `path`, if any.
+    pub fn get(&self, path: &[&str]) -> Option<&Value> {
+        let mut node = &self.root;
+        for key in path {
+            node = node.as_mapping()?.get(*key)?;
+        }
+        Some(node)
+    }
+
+    /// The `message` at `path` with `{placeholders}` filled. A missing entry yields a message that
+    /// names the missing key, so a broken override is visible rather than silent.
+    pub fn message(&self, path: &[&str], vars: &[(&str, &str)]) -> String {
+        match self.get(path).and_then(|n| n.get("message")).and_then(Value::as_str) {
+            Some(template) => fill(template, vars),
+            None => format!("(missing contract message: {})", path.join(".")),
+        }
+    }
+
+    /// The `{error, message}` pair at `path`. The error code defaults to the last path element.
+    pub fn error(&self, path: &[&str], vars: &[(&str, &str)]) -> ContractMessage {
+        let error = self
+            .get(path)
+            .and_then(|n| n.get("error"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| path.last().copied().unwrap_or("error").to_owned());
+        ContractMessage { error, message: self.message(path, vars) }
+    }
+
+    /// Every path (as dotted keys) whose node carries a `message`, outside `phases`.
+    pub fn message_paths(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Value::Mapping(map) = &self.root {
+            for (k, v) in map {
+                if let Some(k) = k.as_str().filter(|k| *k != "phases") {
+                    collect_message_paths(v, k.to_owned(), &mut out);
+                }
+            }
+        }
+        out
+    }
+}
+
+fn collect_message_paths(node: &Value, prefix: String, out: &mut Vec<String>) {
+    if let Value::Mapping(map) = node {
+        if map.contains_key("message") {
+            out.push(prefix.clone());
+        }
+        for (k, v) in map {
+            if let Some(k) = k.as_str() {
+                collect_message_paths(v, format!("{prefix}.{k}"), out);
+            }
+        }
+    }
+}
+
+fn merge(base: &mut Value, overlay: Value) {
+    match (base, overlay) {
+        (Value::Mapping(base), Value::Mapping(overlay)) => merge_mapping(base, overlay),
+        (base, overlay) => *base = overlay,
+    }
+}
+
+fn merge_mapping(base: &mut Mapping, overlay: Mapping) {
+    for (k, v) in overlay {
+        match base.get_mut(&k) {
+            Some(existing) => merge(existing, v),
+            None => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Replaces each `{name}` in `template` with its value; unknown placeholders stay as they are.
+pub fn fill(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = template.to_owned();
+    for (name, value) in vars {
+        out = out.replace(&format!("{{{name}}}"), value);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_has_the_query_tool_errors() {
+        let c = Contract::builtin();
+        let e = c.error(&["tool_errors", "query", "no_pattern"], &[]);
+        assert_eq!(e.error, "no_pattern");
+        assert_eq!(e.message, "No pattern specified");
+        assert_eq!(
+            c.message(&["warnings", "truncation_warning"], &[]),
+            "Response exceeded 256KB and was truncated. Please narrow down the pattern."
+        );
+    }
+
+    #[test]
+    fn placeholders_are_filled() {
+        let c = Contract::builtin();
+        let m = c.message(&["tool_errors", "query", "unknown_tool"], &[("tool", "frobnicate")]);
+        assert_eq!(m, "Unknown tool: frobnicate");
+    }
+
+    #[test]
+    fn project_file_overrides_key_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".code-intel")).unwrap();
+        std::fs::write(
+            dir.path().join(OVERRIDE_PATH),
+            "tool_errors:\n  query:\n    no_pattern:\n      message: \"Give me a pattern\"\n",
+        )
+        .unwrap();
+        let (c, warning) = Contract::load(dir.path());
+        assert!(warning.is_none());
+        let e = c.error(&["tool_errors", "query", "no_pattern"], &[]);
+        assert_eq!(e.message, "Give me a pattern");
+        assert_eq!(e.error, "no_pattern", "keys the file does not set keep their default");
+        assert_eq!(c.message(&["tool_errors", "query", "no_symbol"], &[]), "No symbol specified");
+    }
+
+    #[test]
+    fn broken_project_file_falls_back_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".code-intel")).unwrap();
+        std::fs::write(dir.path().join(OVERRIDE_PATH), "tool_errors: [unclosed").unwrap();
+        let (c, warning) = Contract::load(dir.path());
+        assert!(warning.unwrap().contains("phase_contract.yml"));
+        assert_eq!(c.message(&["tool_errors", "query", "no_symbol"], &[]), "No symbol specified");
+    }
+
+    #[test]
+    fn every_phase_of_the_seeds_has_instruction_and_payload() {
+        let c = Contract::builtin();
+        for phase in [
+            "BRANCH_INTERVENTION", "DOCUMENT_RESEARCH", "QUERY_FRAME", "EXPLORATION", "Q1", "SEMANTIC", "Q2",
+            "VERIFICATION", "Q3", "IMPACT_ANALYSIS", "READY_PLAN", "READY_IMPL", "READY_COMPLETE",
+            "POST_IMPL_VERIFY", "VERIFY_INTERVENTION", "PRE_COMMIT", "QUALITY_REVIEW", "MERGE",
+        ] {
+            assert!(c.get(&["phases", phase, "instruction"]).and_then(Value::as_str).is_some(), "{phase}");
+            assert!(c.get(&["phases", phase, "expected_payload"]).is_some(), "{phase}");
+        }
+    }
+}

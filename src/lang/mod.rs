@@ -1,0 +1,130 @@
+//! The languages git-code-intel understands: file detection, tree-sitter grammars, and the
+//! definition queries in `queries/*.scm`.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+use tree_sitter::{Language, Query};
+
+macro_rules! languages {
+    ($( $variant:ident => $name:literal, [$($ext:literal),*], $grammar:expr, $query:literal; )*) => {
+        /// A language with a tree-sitter grammar compiled into the binary.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum Lang { $($variant),* }
+
+        impl Lang {
+            pub const ALL: &'static [Lang] = &[$(Lang::$variant),*];
+
+            /// The name used in tool arguments and outputs.
+            pub fn name(self) -> &'static str {
+                match self { $(Lang::$variant => $name),* }
+            }
+
+            pub fn extensions(self) -> &'static [&'static str] {
+                match self { $(Lang::$variant => &[$($ext),*]),* }
+            }
+
+            pub fn grammar(self) -> Language {
+                match self { $(Lang::$variant => $grammar.into()),* }
+            }
+
+            fn query_source(self) -> &'static str {
+                match self { $(Lang::$variant => include_str!(concat!("queries/", $query))),* }
+            }
+        }
+    };
+}
+
+languages! {
+    Rust => "rust", ["rs"], tree_sitter_rust::LANGUAGE, "rust.scm";
+    Python => "python", ["py", "pyi", "pyw"], tree_sitter_python::LANGUAGE, "python.scm";
+    JavaScript => "javascript", ["js", "mjs", "cjs", "jsx"], tree_sitter_javascript::LANGUAGE, "javascript.scm";
+    TypeScript => "typescript", ["ts", "mts", "cts"], tree_sitter_typescript::LANGUAGE_TYPESCRIPT, "typescript.scm";
+    Tsx => "tsx", ["tsx"], tree_sitter_typescript::LANGUAGE_TSX, "tsx.scm";
+    Go => "go", ["go"], tree_sitter_go::LANGUAGE, "go.scm";
+    Java => "java", ["java"], tree_sitter_java::LANGUAGE, "java.scm";
+    C => "c", ["c", "h"], tree_sitter_c::LANGUAGE, "c.scm";
+    Cpp => "cpp", ["cc", "cpp", "cxx", "c++", "hpp", "hh", "hxx", "h++", "ipp", "inl"], tree_sitter_cpp::LANGUAGE, "cpp.scm";
+    CSharp => "csharp", ["cs"], tree_sitter_c_sharp::LANGUAGE, "csharp.scm";
+    Ruby => "ruby", ["rb", "rake", "gemspec"], tree_sitter_ruby::LANGUAGE, "ruby.scm";
+    Php => "php", ["php", "phtml"], tree_sitter_php::LANGUAGE_PHP, "php.scm";
+}
+
+impl Lang {
+    /// The language of a file, from its extension (or a few well-known names).
+    pub fn detect(path: &Path) -> Option<Lang> {
+        let name = path.file_name()?.to_str()?;
+        match name {
+            "Rakefile" | "Gemfile" => return Some(Lang::Ruby),
+            _ => {}
+        }
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        Lang::ALL.iter().copied().find(|l| l.extensions().contains(&ext.as_str()))
+    }
+
+    /// Parses a user-supplied language name; accepts common aliases.
+    pub fn from_name(name: &str) -> Option<Lang> {
+        let lower = name.trim().to_ascii_lowercase();
+        let canonical = match lower.as_str() {
+            "rs" => "rust",
+            "py" | "python3" => "python",
+            "js" | "jsx" | "node" => "javascript",
+            "ts" => "typescript",
+            "golang" => "go",
+            "h" => "c",
+            "c++" | "cxx" | "cc" | "hpp" => "cpp",
+            "c#" | "cs" | "c_sharp" => "csharp",
+            "rb" => "ruby",
+            other => other,
+        };
+        Lang::ALL.iter().copied().find(|l| l.name() == canonical)
+    }
+
+    /// A comma-separated list of the supported language names, for error messages.
+    pub fn supported_list() -> String {
+        Lang::ALL.iter().map(|l| l.name()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The compiled definition query, built once per process.
+    pub fn query(self) -> &'static Query {
+        static QUERIES: OnceLock<Vec<Query>> = OnceLock::new();
+        let all = QUERIES.get_or_init(|| {
+            Lang::ALL
+                .iter()
+                .map(|l| {
+                    // The queries ship inside the binary and are checked by the tests.
+                    Query::new(&l.grammar(), l.query_source())
+                        .unwrap_or_else(|e| panic!("queries/{}.scm is invalid: {e}", l.name()))
+                })
+                .collect()
+        });
+        &all[self as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_query_compiles_against_its_grammar() {
+        for lang in Lang::ALL {
+            let query = Query::new(&lang.grammar(), lang.query_source());
+            assert!(query.is_ok(), "{}: {:?}", lang.name(), query.err());
+        }
+    }
+
+    #[test]
+    fn detection_and_aliases() {
+        assert_eq!(Lang::detect(Path::new("src/main.rs")), Some(Lang::Rust));
+        assert_eq!(Lang::detect(Path::new("a/b.TSX")), Some(Lang::Tsx));
+        assert_eq!(Lang::detect(Path::new("x.hpp")), Some(Lang::Cpp));
+        assert_eq!(Lang::detect(Path::new("README.md")), None);
+        assert_eq!(Lang::from_name("C#"), Some(Lang::CSharp));
+        assert_eq!(Lang::from_name("py"), Some(Lang::Python));
+        assert_eq!(Lang::from_name("cobol"), None);
+        assert_eq!(Lang::ALL.len(), 12);
+    }
+}

@@ -1,0 +1,13 @@
+//! git-code-intel: code intelligence for coding agents. See `docs/ARCHITECTURE.md` for the map.
+
+pub mod cli;
+pub mod config;
+pub mod contract;
+pub mod index;
+pub mod lang;
+pub mod mcp;
+pub mod repo;
+pub mod syntax;
+pub mod tools;
+pub mod walk;
+pub mod workspace;

@@ -1,0 +1,53 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use git_code_intel::cli::{self, Cli, Command};
+use git_code_intel::{mcp, workspace::Workspace};
+
+fn main() -> ExitCode {
+    // Logs go to stderr, always: stdout belongs to MCP messages or command output.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CODE_INTEL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_ansi(false)
+        .init();
+    let cli = Cli::parse();
+    let start = match &cli.repo {
+        Some(p) => p.clone(),
+        None => match std::env::current_dir() {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("error: cannot read the current directory: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let serving = matches!(cli.command, Command::Serve);
+    let ws = match Workspace::open(&start, serving) {
+        Ok(ws) => ws,
+        Err(e) => {
+            eprintln!("error: cannot open repository at {}: {e}", start.display());
+            return ExitCode::from(2);
+        }
+    };
+    if serving {
+        let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        return match runtime.block_on(mcp::serve_stdio(ws)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: MCP server stopped: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    ExitCode::from(cli::run_tool(&ws, cli.command, cli.json) as u8)
+}

@@ -1,0 +1,551 @@
+//! What one source file contains, extracted with a single tree-sitter parse: definitions (from
+//! the tag queries in `lang/queries`), imports, and every identifier occurrence that is code —
+//! not a comment, not a string, not the name of the definition itself.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tree_sitter::{Node, Parser, QueryCursor, StreamingIterator, Tree};
+
+use crate::lang::Lang;
+
+/// The kind of a definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SymbolKind {
+    Function,
+    Method,
+    Constructor,
+    Prototype,
+    Class,
+    Struct,
+    Enum,
+    Variant,
+    Trait,
+    Interface,
+    Impl,
+    Type,
+    Module,
+    Macro,
+    Constant,
+    Variable,
+    Field,
+    Property,
+}
+
+impl SymbolKind {
+    pub const ALL: &'static [SymbolKind] = &[
+        SymbolKind::Function,
+        SymbolKind::Method,
+        SymbolKind::Constructor,
+        SymbolKind::Prototype,
+        SymbolKind::Class,
+        SymbolKind::Struct,
+        SymbolKind::Enum,
+        SymbolKind::Variant,
+        SymbolKind::Trait,
+        SymbolKind::Interface,
+        SymbolKind::Impl,
+        SymbolKind::Type,
+        SymbolKind::Module,
+        SymbolKind::Macro,
+        SymbolKind::Constant,
+        SymbolKind::Variable,
+        SymbolKind::Field,
+        SymbolKind::Property,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SymbolKind::Function => "function",
+            SymbolKind::Method => "method",
+            SymbolKind::Constructor => "constructor",
+            SymbolKind::Prototype => "prototype",
+            SymbolKind::Class => "class",
+            SymbolKind::Struct => "struct",
+            SymbolKind::Enum => "enum",
+            SymbolKind::Variant => "variant",
+            SymbolKind::Trait => "trait",
+            SymbolKind::Interface => "interface",
+            SymbolKind::Impl => "impl",
+            SymbolKind::Type => "type",
+            SymbolKind::Module => "module",
+            SymbolKind::Macro => "macro",
+            SymbolKind::Constant => "constant",
+            SymbolKind::Variable => "variable",
+            SymbolKind::Field => "field",
+            SymbolKind::Property => "property",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<SymbolKind> {
+        let lower = name.trim().to_ascii_lowercase();
+        SymbolKind::ALL.iter().copied().find(|k| k.name() == lower)
+    }
+
+    /// Functions, methods and constructors: what `get_function_at_line` looks for.
+    pub fn is_callable(self) -> bool {
+        matches!(self, SymbolKind::Function | SymbolKind::Method | SymbolKind::Constructor)
+    }
+
+    /// What `analyze_structure` reports as a class: classes, structs, traits, interfaces, enums.
+    pub fn is_class_like(self) -> bool {
+        matches!(
+            self,
+            SymbolKind::Class | SymbolKind::Struct | SymbolKind::Enum | SymbolKind::Trait | SymbolKind::Interface
+        )
+    }
+
+    /// Definitions that give a name to what they contain.
+    fn is_scope(self) -> bool {
+        self.is_callable() || self.is_class_like() || matches!(self, SymbolKind::Impl | SymbolKind::Module)
+    }
+
+    /// A kind filter from a user, matching related kinds too ("class" finds structs and traits).
+    pub fn matches_filter(self, filter: &str) -> bool {
+        let f = filter.trim().to_ascii_lowercase();
+        match f.as_str() {
+            "class" | "classes" => self.is_class_like(),
+            "function" | "functions" | "func" | "fn" => self.is_callable(),
+            other => self.name() == other.trim_end_matches('s') || self.name() == other,
+        }
+    }
+}
+
+/// A definition in a file. Lines and columns are 1-based.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Symbol {
+    pub name: String,
+    pub kind: SymbolKind,
+    pub line: u32,
+    pub end_line: u32,
+    pub column: u32,
+    /// The enclosing definitions' names, outermost first, joined with the language's separator.
+    pub scope: Option<String>,
+    pub signature: String,
+    /// Index of the innermost enclosing definition in the same file.
+    pub parent: Option<u32>,
+    /// Visible outside its file or module by the language's rules.
+    pub exported: bool,
+}
+
+/// One identifier occurrence. `name` indexes [`FileSyntax::names`]; `enclosing` indexes
+/// [`FileSyntax::symbols`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Occurrence {
+    pub name: u32,
+    pub line: u32,
+    pub column: u32,
+    pub enclosing: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Import {
+    pub line: u32,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileSyntax {
+    /// In source order.
+    pub symbols: Vec<Symbol>,
+    /// Distinct identifier names, sorted.
+    pub names: Vec<String>,
+    /// Sorted by name, then position, so each name's occurrences are contiguous.
+    pub refs: Vec<Occurrence>,
+    pub imports: Vec<Import>,
+    pub line_count: u32,
+    /// The parser had to recover from syntax errors.
+    pub has_errors: bool,
+}
+
+impl FileSyntax {
+    /// The occurrences of `name`, if the file has any.
+    pub fn occurrences_of(&self, name: &str) -> &[Occurrence] {
+        match self.names.binary_search_by(|n| n.as_str().cmp(name)) {
+            Ok(id) => self.occurrences_of_id(id as u32),
+            Err(_) => &[],
+        }
+    }
+
+    pub fn occurrences_of_id(&self, id: u32) -> &[Occurrence] {
+        let start = self.refs.partition_point(|o| o.name < id);
+        let end = self.refs.partition_point(|o| o.name <= id);
+        &self.refs[start..end]
+    }
+}
+
+/// How a node kind is treated by the reference walk.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NodeClass {
+    Other,
+    Identifier,
+    /// Comments and string literals: not descended into.
+    Opaque,
+}
+
+fn node_classes(lang: Lang) -> &'static [NodeClass] {
+    static TABLES: OnceLock<Vec<Vec<NodeClass>>> = OnceLock::new();
+    let tables = TABLES.get_or_init(|| {
+        Lang::ALL
+            .iter()
+            .map(|l| {
+                let grammar = l.grammar();
+                (0..grammar.node_kind_count() as u16)
+                    .map(|id| {
+                        let kind = grammar.node_kind_for_id(id).unwrap_or("");
+                        if !grammar.node_kind_is_named(id) {
+                            NodeClass::Other
+                        } else if kind.contains("comment")
+                            || kind.contains("string")
+                            || matches!(kind, "char_literal" | "character_literal" | "heredoc_body" | "regex")
+                        {
+                            NodeClass::Opaque
+                        } else if matches!(
+                            kind,
+                            "identifier"
+                                | "type_identifier"
+                                | "field_identifier"
+                                | "property_identifier"
+                                | "shorthand_property_identifier"
+                                | "shorthand_property_identifier_pattern"
+                                | "private_property_identifier"
+                                | "namespace_identifier"
+                                | "package_identifier"
+                                | "constant"
+                                | "name"
+                        ) {
+                            NodeClass::Identifier
+                        } else {
+                            NodeClass::Other
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    });
+    &tables[lang as usize]
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Name,
+    Scope,
+    Import,
+    Definition(SymbolKind),
+    Ignored,
+}
+
+fn capture_roles(lang: Lang) -> &'static [Role] {
+    static ROLES: OnceLock<Vec<Vec<Role>>> = OnceLock::new();
+    let roles = ROLES.get_or_init(|| {
+        Lang::ALL
+            .iter()
+            .map(|l| {
+                l.query()
+                    .capture_names()
+                    .iter()
+                    .map(|name| match *name {
+                        "name" => Role::Name,
+                        "scope" => Role::Scope,
+                        "import" => Role::Import,
+                        other => other
+                            .strip_prefix("definition.")
+                            .and_then(SymbolKind::from_name)
+                            .map(Role::Definition)
+                            .unwrap_or(Role::Ignored),
+                    })
+                    .collect()
+            })
+            .collect()
+    });
+    &roles[lang as usize]
+}
+
+thread_local! {
+    static PARSER: RefCell<Parser> = RefCell::new(Parser::new());
+}
+
+/// Parses `source` as `lang`. Returns None only if the grammar cannot be loaded.
+pub fn parse(lang: Lang, source: &[u8]) -> Option<Tree> {
+    PARSER.with(|p| {
+        let mut parser = p.borrow_mut();
+        parser.set_language(&lang.grammar()).ok()?;
+        parser.parse(source, None)
+    })
+}
+
+struct RawDef<'t> {
+    node: Node<'t>,
+    name: Node<'t>,
+    scope: Option<Node<'t>>,
+    kind: SymbolKind,
+    pattern: usize,
+}
+
+/// Extracts everything the index keeps about one file.
+pub fn extract(lang: Lang, source: &[u8]) -> FileSyntax {
+    let line_count = count_lines(source);
+    let Some(tree) = parse(lang, source) else {
+        return FileSyntax { line_count, ..FileSyntax::default() };
+    };
+    let root = tree.root_node();
+    let (defs, imports) = run_query(lang, root, source);
+    let symbols = build_symbols(lang, &defs, source);
+    let name_starts: Vec<usize> = {
+        let mut v: Vec<usize> = defs.iter().map(|d| d.name.start_byte()).collect();
+        v.sort_unstable();
+        v
+    };
+    let (names, refs) = collect_references(lang, root, source, &defs, &symbols, &name_starts);
+    FileSyntax { symbols, names, refs, imports, line_count, has_errors: root.has_error() }
+}
+
+fn run_query<'t>(lang: Lang, root: Node<'t>, source: &[u8]) -> (Vec<RawDef<'t>>, Vec<Import>) {
+    let query = lang.query();
+    let roles = capture_roles(lang);
+    let mut cursor = QueryCursor::new();
+    let mut matches = cursor.matches(query, root, source);
+    let mut by_node: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut defs: Vec<RawDef<'t>> = Vec::new();
+    let mut imports = Vec::new();
+    while let Some(m) = matches.next() {
+        let (mut def, mut name, mut scope) = (None, None, None);
+        for cap in m.captures {
+            match roles[cap.index as usize] {
+                Role::Name => name = Some(cap.node),
+                Role::Scope => scope = Some(cap.node),
+                Role::Definition(kind) => def = Some((cap.node, kind)),
+                Role::Import => imports.push(Import {
+                    line: cap.node.start_position().row as u32 + 1,
+                    text: first_line(node_text(cap.node, source), 200),
+                }),
+                Role::Ignored => {}
+            }
+        }
+        let (Some((node, kind)), Some(name)) = (def, name) else { continue };
+        let candidate = RawDef { node, name, scope, kind, pattern: m.pattern_index };
+        // Several patterns may describe one definition (a Go struct is also a type spec): the
+        // earliest pattern in the file is the most specific and wins.
+        match by_node.get(&(node.start_byte(), name.start_byte())) {
+            Some(&i) => {
+                if candidate.pattern < defs[i].pattern {
+                    defs[i] = candidate;
+                }
+            }
+            None => {
+                by_node.insert((node.start_byte(), name.start_byte()), defs.len());
+                defs.push(candidate);
+            }
+        }
+    }
+    defs.sort_by(|a, b| {
+        a.node.start_byte().cmp(&b.node.start_byte()).then(b.node.end_byte().cmp(&a.node.end_byte()))
+    });
+    imports.sort_by_key(|i| i.line);
+    imports.dedup();
+    (defs, imports)
+}
+
+fn scope_separator(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Rust | Lang::Cpp | Lang::Php | Lang::Ruby => "::",
+        _ => ".",
+    }
+}
+
+fn build_symbols(lang: Lang, defs: &[RawDef], source: &[u8]) -> Vec<Symbol> {
+    let mut symbols: Vec<Symbol> = Vec::with_capacity(defs.len());
+    // Stack of enclosing scope definitions: (end byte, symbol index).
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for def in defs {
+        let start = def.node.start_byte();
+        while stack.last().is_some_and(|&(end, _)| end <= start) {
+            stack.pop();
+        }
+        let parent = stack.last().map(|&(_, i)| i);
+        let mut name = node_text(def.name, source).trim().to_owned();
+        if def.kind == SymbolKind::Impl {
+            if let Some(i) = name.find('<') {
+                name.truncate(i);
+            }
+        }
+        let mut scope_parts: Vec<String> = Vec::new();
+        if let Some(p) = parent {
+            if let Some(s) = &symbols[p].scope {
+                scope_parts.push(s.clone());
+            }
+            scope_parts.push(symbols[p].name.clone());
+        }
+        if let Some(explicit) = def.scope {
+            scope_parts.push(node_text(explicit, source).trim().to_owned());
+        }
+        let scope = (!scope_parts.is_empty()).then(|| scope_parts.join(scope_separator(lang)));
+        let class_parent = parent.is_some_and(|p| {
+            let k = symbols[p].kind;
+            k.is_class_like() || k == SymbolKind::Impl || (lang == Lang::Ruby && k == SymbolKind::Module)
+        });
+        let kind = match def.kind {
+            SymbolKind::Function if class_parent || def.scope.is_some() => SymbolKind::Method,
+            SymbolKind::Method if !class_parent && def.scope.is_none() && matches!(lang, Lang::Ruby | Lang::Python) => {
+                SymbolKind::Function
+            }
+            k => k,
+        };
+        let signature = signature(def.node, source);
+        let exported = is_exported(lang, def.node, &name, &signature, parent.is_none());
+        let index = symbols.len();
+        symbols.push(Symbol {
+            name,
+            kind,
+            line: def.node.start_position().row as u32 + 1,
+            end_line: def.node.end_position().row as u32 + 1,
+            column: def.name.start_position().column as u32 + 1,
+            scope,
+            signature,
+            parent: parent.map(|p| p as u32),
+            exported,
+        });
+        if kind.is_scope() {
+            stack.push((def.node.end_byte(), index));
+        }
+    }
+    symbols
+}
+
+fn is_exported(lang: Lang, node: Node, name: &str, signature: &str, top_level: bool) -> bool {
+    match lang {
+        Lang::Rust => signature.starts_with("pub") && !signature.starts_with("pub(self)"),
+        Lang::Go => name.chars().next().is_some_and(char::is_uppercase),
+        Lang::Python => top_level && !name.starts_with('_'),
+        Lang::JavaScript | Lang::TypeScript | Lang::Tsx => {
+            let mut n = node.parent();
+            while let Some(p) = n {
+                if p.kind() == "export_statement" {
+                    return true;
+                }
+                if p.kind() == "program" {
+                    break;
+                }
+                n = p.parent();
+            }
+            false
+        }
+        Lang::Java | Lang::CSharp => signature.split_whitespace().any(|w| w == "public"),
+        Lang::C | Lang::Cpp => top_level && !signature.split_whitespace().any(|w| w == "static"),
+        Lang::Ruby | Lang::Php => top_level,
+    }
+}
+
+fn collect_references(
+    lang: Lang,
+    root: Node,
+    source: &[u8],
+    defs: &[RawDef],
+    symbols: &[Symbol],
+    name_starts: &[usize],
+) -> (Vec<String>, Vec<Occurrence>) {
+    let classes = node_classes(lang);
+    let mut interned: HashMap<&[u8], u32> = HashMap::new();
+    let mut raw: Vec<Occurrence> = Vec::new();
+    let mut stack: Vec<usize> = Vec::new();
+    let mut next_def = 0;
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        let class = classes.get(node.kind_id() as usize).copied().unwrap_or(NodeClass::Other);
+        if class == NodeClass::Identifier && node.child_count() == 0 {
+            let start = node.start_byte();
+            if name_starts.binary_search(&start).is_err() {
+                while next_def < defs.len() && defs[next_def].node.start_byte() <= start {
+                    let d_start = defs[next_def].node.start_byte();
+                    while stack.last().is_some_and(|&t| defs[t].node.end_byte() <= d_start) {
+                        stack.pop();
+                    }
+                    if symbols[next_def].kind.is_scope() {
+                        stack.push(next_def);
+                    }
+                    next_def += 1;
+                }
+                while stack.last().is_some_and(|&t| defs[t].node.end_byte() <= start) {
+                    stack.pop();
+                }
+                let text = &source[start..node.end_byte()];
+                let next_id = interned.len() as u32;
+                let id = *interned.entry(text).or_insert(next_id);
+                let pos = node.start_position();
+                raw.push(Occurrence {
+                    name: id,
+                    line: pos.row as u32 + 1,
+                    column: pos.column as u32 + 1,
+                    enclosing: stack.last().map(|&i| i as u32),
+                });
+            }
+        }
+        if class != NodeClass::Opaque && cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return finish_names(interned, raw);
+            }
+        }
+    }
+}
+
+/// Sorts the interned names and renumbers the occurrences to match.
+fn finish_names(interned: HashMap<&[u8], u32>, mut raw: Vec<Occurrence>) -> (Vec<String>, Vec<Occurrence>) {
+    let mut entries: Vec<(String, u32)> =
+        interned.into_iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v)).collect();
+    entries.sort_unstable();
+    let mut remap = vec![0u32; entries.len()];
+    for (new_id, (_, old_id)) in entries.iter().enumerate() {
+        remap[*old_id as usize] = new_id as u32;
+    }
+    for o in &mut raw {
+        o.name = remap[o.name as usize];
+    }
+    raw.sort_unstable_by_key(|o| (o.name, o.line, o.column));
+    (entries.into_iter().map(|(n, _)| n).collect(), raw)
+}
+
+fn node_text<'s>(node: Node, source: &'s [u8]) -> std::borrow::Cow<'s, str> {
+    String::from_utf8_lossy(&source[node.start_byte()..node.end_byte()])
+}
+
+/// The declaration part of a definition: its text up to the body, whitespace collapsed.
+fn signature(node: Node, source: &[u8]) -> String {
+    let end = node
+        .child_by_field_name("body")
+        .map(|b| b.start_byte())
+        .filter(|&e| e > node.start_byte())
+        .unwrap_or_else(|| node.end_byte());
+    let text = String::from_utf8_lossy(&source[node.start_byte()..end]);
+    let first = if node.child_by_field_name("body").is_some() { text.as_ref() } else { text.lines().next().unwrap_or("") };
+    let collapsed = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    let trimmed = collapsed.trim_end_matches(['{', ':', ' ']).to_owned();
+    truncate_chars(trimmed, 240)
+}
+
+fn first_line(text: std::borrow::Cow<str>, max: usize) -> String {
+    truncate_chars(text.lines().next().unwrap_or("").trim().to_owned(), max)
+}
+
+fn truncate_chars(mut s: String, max: usize) -> String {
+    if let Some((i, _)) = s.char_indices().nth(max) {
+        s.truncate(i);
+        s.push('…');
+    }
+    s
+}
+
+pub fn count_lines(source: &[u8]) -> u32 {
+    let newlines = source.iter().filter(|&&b| b == b'\n').count() as u32;
+    if source.is_empty() || source.ends_with(b"\n") { newlines } else { newlines + 1 }
+}

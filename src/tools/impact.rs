@@ -1,0 +1,308 @@
+//! `analyze_impact`: what else must be checked when the target files change.
+//!
+//! - `must_verify`: source files (not tests) that reference the targets' symbols or import the
+//!   targets' modules, from the symbol index.
+//! - `should_verify`: tests that use those symbols, and configs and docs that mention the symbols
+//!   or the targets' file names, from a text search.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::UTF8};
+use rayon::prelude::*;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{ToolResult, Workspace};
+use crate::syntax::SymbolKind;
+use crate::walk::{self, WalkOptions};
+
+/// Names too common to say anything about impact; they are not followed.
+const COMMON_NAMES: &[&str] = &[
+    "new", "main", "init", "__init__", "default", "from", "into", "clone", "fmt", "run", "get", "set", "len", "drop",
+    "to_string", "toString", "equals", "hashCode", "test", "setUp", "tearDown", "constructor", "String", "Error",
+];
+const MAX_SYMBOLS_PER_TARGET: usize = 60;
+
+/// One file or several.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum TargetFiles {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct AnalyzeImpactParams {
+    /// The files about to change, relative to the repository root.
+    pub target_files: Option<TargetFiles>,
+    /// What the change is; echoed back to keep the analysis self-describing.
+    pub change_description: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Target {
+    pub file: String,
+    /// The symbols whose uses were followed.
+    pub symbols: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ImpactEntry {
+    pub file: String,
+    /// Why the file is listed.
+    pub reason: String,
+    /// test, config, doc or source.
+    pub category: String,
+    pub symbols: Vec<String>,
+    /// Lines where the file touches the targets (first 20).
+    pub lines: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ImpactSummary {
+    pub targets: usize,
+    pub must_verify: usize,
+    pub should_verify: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AnalyzeImpactOutput {
+    pub change_description: Option<String>,
+    pub targets: Vec<Target>,
+    pub must_verify: Vec<ImpactEntry>,
+    pub should_verify: Vec<ImpactEntry>,
+    pub summary: ImpactSummary,
+}
+
+pub fn category(rel: &str) -> &'static str {
+    let lower = rel.to_ascii_lowercase();
+    let name = lower.rsplit('/').next().unwrap_or(&lower);
+    let ext = name.rsplit('.').next().unwrap_or("");
+    if lower.split('/').any(|c| matches!(c, "test" | "tests" | "spec" | "specs" | "__tests__" | "testing"))
+        || name.starts_with("test_")
+        || name.contains("_test.")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+        || name.contains("_spec.")
+        || name.ends_with("test.java")
+        || name.ends_with("tests.cs")
+    {
+        "test"
+    } else if matches!(ext, "md" | "rst" | "txt" | "adoc") {
+        "doc"
+    } else if matches!(ext, "json" | "yaml" | "yml" | "toml" | "ini" | "cfg" | "conf" | "xml" | "properties" | "env")
+        || name == "dockerfile"
+        || name == "makefile"
+    {
+        "config"
+    } else {
+        "source"
+    }
+}
+
+#[derive(Default)]
+struct Acc {
+    symbols: BTreeSet<String>,
+    lines: BTreeSet<u32>,
+    imports: BTreeSet<String>,
+}
+
+pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult<AnalyzeImpactOutput> {
+    let raw: Vec<String> = match params.target_files {
+        Some(TargetFiles::One(f)) => vec![f],
+        Some(TargetFiles::Many(v)) => v,
+        None => Vec::new(),
+    };
+    let raw: Vec<String> = raw.into_iter().filter(|f| !f.trim().is_empty()).collect();
+    if raw.is_empty() {
+        return Err(ws.tool_error("no_file_path", &[]).into());
+    }
+    let mut target_rels = Vec::new();
+    for f in &raw {
+        let abs = ws.repo.resolve(f).map_err(|e| ws.path_error(e))?;
+        let rel = ws.repo.relative(&abs).unwrap_or_default();
+        if !abs.is_file() {
+            return Err(ws.tool_error("not_a_file", &[("path", &rel)]).into());
+        }
+        target_rels.push(rel);
+    }
+
+    let (targets, mut code_hits) = ws.with_index(|index, _| {
+        let mut targets = Vec::new();
+        let mut hits: BTreeMap<String, Acc> = BTreeMap::new();
+        for rel in &target_rels {
+            let mut names: BTreeSet<String> = BTreeSet::new();
+            if let Some(file) = index.file(rel) {
+                for s in &file.syntax.symbols {
+                    let followed = s.kind.is_callable()
+                        || s.kind.is_class_like()
+                        || matches!(s.kind, SymbolKind::Constant | SymbolKind::Type | SymbolKind::Macro | SymbolKind::Module);
+                    let nested_in_callable =
+                        s.parent.is_some_and(|p| file.syntax.symbols[p as usize].kind.is_callable());
+                    if followed && !nested_in_callable && s.name.len() >= 3 && !COMMON_NAMES.contains(&s.name.as_str()) {
+                        names.insert(s.name.clone());
+                    }
+                }
+            }
+            let names: Vec<String> = names.into_iter().take(MAX_SYMBOLS_PER_TARGET).collect();
+            for name in &names {
+                for (fi, occ) in super::references::occurrences(index, name, |r, _| !target_rels.iter().any(|t| t == r)) {
+                    let acc = hits.entry(index.file_at(fi).rel.clone()).or_default();
+                    acc.symbols.insert(name.clone());
+                    acc.lines.insert(occ.line);
+                }
+            }
+            // Imports that name the target's module (file stem), e.g. `use crate::auth`,
+            // `from auth import`, `#include "auth.h"`, `require './auth'`.
+            let stem = module_stem(rel);
+            if stem.len() >= 3 {
+                for file in index.files() {
+                    if target_rels.iter().any(|t| t == &file.rel) {
+                        continue;
+                    }
+                    for imp in &file.syntax.imports {
+                        if mentions_word(&imp.text, &stem) {
+                            let acc = hits.entry(file.rel.clone()).or_default();
+                            acc.imports.insert(stem.clone());
+                            acc.lines.insert(imp.line);
+                        }
+                    }
+                }
+            }
+            targets.push(Target { file: rel.clone(), symbols: names });
+        }
+        (targets, hits)
+    });
+
+    // Configs and docs are not in the symbol index: search them as text.
+    let mut words: BTreeSet<String> = targets.iter().flat_map(|t| t.symbols.iter().cloned()).collect();
+    for rel in &target_rels {
+        if let Some(name) = rel.rsplit('/').next() {
+            words.insert(name.to_owned());
+        }
+    }
+    let text_hits = mention_search(ws, &words);
+    for (rel, (found, lines)) in text_hits {
+        let cat = category(&rel);
+        if cat == "doc" || cat == "config" || (cat == "test" && !code_hits.contains_key(&rel)) {
+            let acc = code_hits.entry(rel).or_default();
+            acc.symbols.extend(found);
+            acc.lines.extend(lines);
+        }
+    }
+
+    let mut must_verify = Vec::new();
+    let mut should_verify = Vec::new();
+    for (rel, acc) in code_hits {
+        if target_rels.contains(&rel) {
+            continue;
+        }
+        let cat = category(&rel);
+        let symbols: Vec<String> = acc.symbols.iter().cloned().collect();
+        let mut reasons = Vec::new();
+        if !symbols.is_empty() {
+            let verb = if cat == "doc" || cat == "config" { "mentions" } else { "references" };
+            reasons.push(format!("{verb} {}", list(&symbols)));
+        }
+        if !acc.imports.is_empty() {
+            reasons.push(format!("imports {}", list(&acc.imports.iter().cloned().collect::<Vec<_>>())));
+        }
+        let entry = ImpactEntry {
+            file: rel.clone(),
+            reason: reasons.join("; "),
+            category: cat.to_owned(),
+            symbols,
+            lines: acc.lines.into_iter().take(20).collect(),
+        };
+        if cat == "source" { must_verify.push(entry) } else { should_verify.push(entry) }
+    }
+    Ok(AnalyzeImpactOutput {
+        change_description: params.change_description,
+        summary: ImpactSummary { targets: targets.len(), must_verify: must_verify.len(), should_verify: should_verify.len() },
+        targets,
+        must_verify,
+        should_verify,
+    })
+}
+
+fn list(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    if items.len() <= SHOWN {
+        items.join(", ")
+    } else {
+        format!("{} and {} more", items[..SHOWN].join(", "), items.len() - SHOWN)
+    }
+}
+
+fn module_stem(rel: &str) -> String {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    let stem = name.split('.').next().unwrap_or(name);
+    if matches!(stem, "mod" | "index" | "__init__" | "lib") {
+        // The module is named by its directory.
+        rel.rsplit('/').nth(1).unwrap_or(stem).to_owned()
+    } else {
+        stem.to_owned()
+    }
+}
+
+fn mentions_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        let is_ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !is_ident(before) && !is_ident(after)
+    })
+}
+
+/// Files of the test, config or doc categories that mention any of `words` as whole words:
+/// file -> (words found, lines).
+fn mention_search(ws: &Workspace, words: &BTreeSet<String>) -> BTreeMap<String, (BTreeSet<String>, BTreeSet<u32>)> {
+    let mut out = BTreeMap::new();
+    if words.is_empty() {
+        return out;
+    }
+    let alternation: Vec<String> = words.iter().map(|w| regex_escape(w)).collect();
+    let pattern = format!(r"(?:^|[^\w])({})(?:[^\w]|$)", alternation.join("|"));
+    let Ok(matcher) = RegexMatcherBuilder::new().build(&pattern) else { return out };
+    let Ok(walked) = walk::walk(&ws.repo, &ws.config, ws.repo.root(), &WalkOptions::default()) else { return out };
+    let found: Vec<(String, BTreeSet<String>, BTreeSet<u32>)> = walked
+        .files
+        .par_iter()
+        .filter(|f| category(&f.rel) != "source")
+        .filter_map(|f| {
+            let mut searcher = SearcherBuilder::new().binary_detection(BinaryDetection::quit(b'\x00')).build();
+            let mut names = BTreeSet::new();
+            let mut lines = BTreeSet::new();
+            let _ = searcher.search_path(
+                &matcher,
+                &f.abs,
+                UTF8(|line, text| {
+                    for w in words {
+                        if mentions_word(text, w) {
+                            names.insert(w.clone());
+                        }
+                    }
+                    lines.insert(line as u32);
+                    Ok(true)
+                }),
+            );
+            (!names.is_empty()).then(|| (f.rel.clone(), names, lines))
+        })
+        .collect();
+    for (rel, names, lines) in found {
+        out.insert(rel, (names, lines));
+    }
+    out
+}
+
+fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}

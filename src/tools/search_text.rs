@@ -1,0 +1,272 @@
+//! `search_text`: ripgrep's engine in-process (grep-searcher + grep-regex over the shared walk).
+
+use std::path::Path;
+
+use grep_matcher::Matcher;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use rayon::prelude::*;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::page::{MAX_RESPONSE_BYTES, take_page};
+use super::{SkippedFiles, ToolResult, Workspace};
+use crate::walk::{self, WalkOptions, WalkedFile};
+
+pub const MAX_PATTERNS: usize = 5;
+pub const DEFAULT_MAX_RESULTS: usize = 100;
+const MAX_CONTEXT_LINES: u32 = 20;
+/// Longer matched or context lines are cut (minified code has megabyte lines).
+const MAX_LINE_CHARS: usize = 400;
+/// Files searched together before checking whether enough matches were found.
+const BATCH_FILES: usize = 256;
+
+/// One pattern, or several searched in the same pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Patterns {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Patterns {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Patterns::One(p) => vec![p],
+            Patterns::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SearchTextParams {
+    /// A regular expression (ripgrep syntax), or a list of at most 5 searched in parallel.
+    pub pattern: Option<Patterns>,
+    /// A file or directory to search, relative to the repository root (default: everything).
+    pub path: Option<String>,
+    /// A ripgrep file type: rust, py, js, ts, go, java, c, cpp, cs, ruby, php, md, …
+    pub file_type: Option<String>,
+    /// Match case exactly (default true).
+    pub case_sensitive: Option<bool>,
+    /// Treat the patterns as literal text, not regular expressions.
+    pub fixed_strings: Option<bool>,
+    /// Lines of context to return before and after each match.
+    pub context_lines: Option<u32>,
+    /// The most matches to return in all (default 100).
+    pub max_results: Option<usize>,
+    /// Skip this many matches (from a previous `next_offset`).
+    pub offset: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ContextLine {
+    pub line: u64,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TextMatch {
+    pub pattern: String,
+    pub file: String,
+    pub line: u64,
+    /// 1-based byte column of the first match on the line.
+    pub column: u64,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<ContextLine>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<ContextLine>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SearchTextOutput {
+    pub patterns: Vec<String>,
+    /// Ordered by file, line, then pattern.
+    pub matches: Vec<TextMatch>,
+    pub returned: usize,
+    pub files_searched: usize,
+    /// More matches exist past this page; continue with `offset: next_offset`.
+    pub has_more: bool,
+    pub next_offset: Option<usize>,
+    pub truncated: bool,
+    pub truncation_warning: Option<String>,
+    pub skipped: SkippedFiles,
+}
+
+pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<SearchTextOutput> {
+    let patterns: Vec<String> = params.pattern.clone().map(Patterns::into_vec).unwrap_or_default();
+    let patterns: Vec<String> = patterns.into_iter().filter(|p| !p.is_empty()).collect();
+    if patterns.is_empty() {
+        return Err(ws.tool_error("no_pattern", &[]).into());
+    }
+    if patterns.len() > MAX_PATTERNS {
+        let (max, count) = (MAX_PATTERNS.to_string(), patterns.len().to_string());
+        return Err(ws.tool_error("too_many_patterns", &[("max", &max), ("count", &count)]).into());
+    }
+    let case_sensitive = params.case_sensitive.unwrap_or(true);
+    let fixed = params.fixed_strings.unwrap_or(false);
+    let matchers = patterns
+        .iter()
+        .map(|p| {
+            RegexMatcherBuilder::new()
+                .case_insensitive(!case_sensitive)
+                .fixed_strings(fixed)
+                .line_terminator(Some(b'\n'))
+                .build(p)
+                .map_err(|e| {
+                    let msg = e.to_string();
+                    ws.tool_error("invalid_regex", &[("pattern", p), ("error", msg.trim())]).into()
+                })
+        })
+        .collect::<ToolResult<Vec<RegexMatcher>>>()?;
+
+    let start_rel = ws.scope_prefix(params.path.as_deref())?;
+    let start = ws.repo.root().join(&start_rel);
+    let walked = walk::walk(&ws.repo, &ws.config, &start, &WalkOptions { file_type: params.file_type.as_deref() })
+        .map_err(|e| ws.invalid_argument("file_type", &e.to_string()))?;
+
+    let context = params.context_lines.unwrap_or(0).min(MAX_CONTEXT_LINES) as usize;
+    let offset = params.offset.unwrap_or(0);
+    let max_results = params.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
+    let wanted = offset.saturating_add(max_results).saturating_add(1);
+
+    let mut found: Vec<TextMatch> = Vec::new();
+    let mut binary: Vec<String> = Vec::new();
+    let mut files_searched = 0;
+    for batch in walked.files.chunks(BATCH_FILES) {
+        let results: Vec<FileResult> =
+            batch.par_iter().map(|f| search_file(f, &patterns, &matchers, context)).collect();
+        for r in results {
+            files_searched += 1;
+            if r.binary {
+                binary.push(r.rel);
+            } else {
+                found.extend(r.matches);
+            }
+        }
+        if found.len() >= wanted {
+            break;
+        }
+    }
+
+    let total_seen = found.len();
+    let page = take_page(found.into_iter().skip(offset), offset, max_results, MAX_RESPONSE_BYTES);
+    let has_more = page.next_offset.is_some() || total_seen > offset + page.items.len();
+    let next_offset = has_more.then_some(offset + page.items.len());
+    Ok(SearchTextOutput {
+        patterns,
+        returned: page.items.len(),
+        matches: page.items,
+        files_searched,
+        has_more,
+        next_offset,
+        truncated: page.truncated,
+        truncation_warning: page.truncated.then(|| ws.truncation_warning()),
+        skipped: SkippedFiles::new(walked.too_large, binary, ws.config.max_file_size),
+    })
+}
+
+struct FileResult {
+    rel: String,
+    binary: bool,
+    matches: Vec<TextMatch>,
+}
+
+fn search_file(file: &WalkedFile, patterns: &[String], matchers: &[RegexMatcher], context: usize) -> FileResult {
+    let mut result = FileResult { rel: file.rel.clone(), binary: false, matches: Vec::new() };
+    let Ok(bytes) = std::fs::read(&file.abs) else { return result };
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .line_number(true)
+        .before_context(context)
+        .after_context(context)
+        .build();
+    for (pattern, matcher) in patterns.iter().zip(matchers) {
+        let mut sink = Collect { matcher, lines: Vec::new(), binary: false };
+        if searcher.search_slice(matcher, &bytes, &mut sink).is_err() {
+            continue;
+        }
+        if sink.binary {
+            result.binary = true;
+            result.matches.clear();
+            return result;
+        }
+        attach(&mut result.matches, pattern, &file.rel, sink.lines, context);
+    }
+    result.matches.sort_by_key(|m| m.line);
+    result
+}
+
+/// Lines reported by the searcher: matches (with their column) and context.
+struct Collect<'m> {
+    matcher: &'m RegexMatcher,
+    lines: Vec<(u64, Option<u64>, String)>,
+    binary: bool,
+}
+
+impl Sink for Collect<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        let bytes = m.bytes();
+        let column = self.matcher.find(bytes).ok().flatten().map(|r| r.start() as u64 + 1).unwrap_or(1);
+        self.lines.push((m.line_number().unwrap_or(0), Some(column), line_text(bytes)));
+        Ok(true)
+    }
+
+    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
+        self.lines.push((c.line_number().unwrap_or(0), None, line_text(c.bytes())));
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, Self::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+/// Turns the searcher's lines into matches carrying the context lines around them.
+fn attach(out: &mut Vec<TextMatch>, pattern: &str, rel: &str, lines: Vec<(u64, Option<u64>, String)>, context: usize) {
+    for (i, (line, column, text)) in lines.iter().enumerate() {
+        let Some(column) = column else { continue };
+        let near = |other: u64| other.abs_diff(*line) <= context as u64;
+        let before = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|(l, _, _)| near(*l))
+            .map(|(l, _, t)| ContextLine { line: *l, text: t.clone() })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let after = lines[i + 1..]
+            .iter()
+            .take_while(|(l, _, _)| near(*l))
+            .map(|(l, _, t)| ContextLine { line: *l, text: t.clone() })
+            .collect();
+        out.push(TextMatch {
+            pattern: pattern.to_owned(),
+            file: rel.to_owned(),
+            line: *line,
+            column: *column,
+            text: text.clone(),
+            before,
+            after,
+        });
+    }
+}
+
+fn line_text(bytes: &[u8]) -> String {
+    let trimmed = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let trimmed = trimmed.strip_suffix(b"\r").unwrap_or(trimmed);
+    let text = String::from_utf8_lossy(trimmed);
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.into_owned(),
+    }
+}
+
+/// For other tools: does `path` look like a text file worth grepping?
+pub fn is_text_file(path: &Path) -> bool {
+    std::fs::read(path).map(|b| !walk::looks_binary(&b)).unwrap_or(false)
+}

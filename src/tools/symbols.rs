@@ -1,0 +1,76 @@
+//! `get_symbols`: the definitions in a file or below a directory.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::page::{MAX_RESPONSE_BYTES, take_page};
+use super::{Definition, SkippedFiles, ToolResult, Workspace, under};
+use crate::syntax::SymbolKind;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct GetSymbolsParams {
+    /// A file or directory, relative to the repository root (default: everything).
+    pub path: Option<String>,
+    /// Only this kind: function, method, class (also structs, traits, interfaces, enums), struct,
+    /// enum, trait, interface, type, module, macro, constant, variable, field, property, impl, …
+    pub kind: Option<String>,
+    /// Only files of this language.
+    pub language: Option<String>,
+    /// Skip this many symbols (from a previous `next_offset`).
+    pub offset: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct GetSymbolsOutput {
+    pub path: String,
+    /// Sorted by file and line.
+    pub symbols: Vec<Definition>,
+    pub total: usize,
+    pub files: usize,
+    pub next_offset: Option<usize>,
+    pub truncated: bool,
+    pub truncation_warning: Option<String>,
+    pub skipped: SkippedFiles,
+}
+
+pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSymbolsOutput> {
+    let prefix = ws.scope_prefix(params.path.as_deref())?;
+    let language = ws.language_filter(params.language.as_deref())?;
+    let kind = params.kind.as_deref().map(str::trim).filter(|k| !k.is_empty());
+    if let Some(k) = kind {
+        if !SymbolKind::ALL.iter().any(|s| s.matches_filter(k)) {
+            let names: Vec<&str> = SymbolKind::ALL.iter().map(|k| k.name()).collect();
+            return Err(ws.invalid_argument("kind", &format!("unknown kind '{k}'; one of {}", names.join(", "))));
+        }
+    }
+    let offset = params.offset.unwrap_or(0);
+    ws.with_index(|index, report| {
+        let mut files = 0;
+        let mut all = Vec::new();
+        for file in index.files() {
+            if !under(&file.rel, &prefix) || language.is_some_and(|l| l != file.lang) {
+                continue;
+            }
+            files += 1;
+            all.extend(
+                file.syntax
+                    .symbols
+                    .iter()
+                    .filter(|s| kind.is_none_or(|k| s.kind.matches_filter(k)))
+                    .map(|s| Definition::new(&file.rel, file.lang, s)),
+            );
+        }
+        let total = all.len();
+        let page = take_page(all.into_iter().skip(offset), offset, usize::MAX, MAX_RESPONSE_BYTES);
+        Ok(GetSymbolsOutput {
+            path: prefix.clone(),
+            symbols: page.items,
+            total,
+            files,
+            next_offset: page.next_offset,
+            truncated: page.truncated,
+            truncation_warning: page.truncated.then(|| ws.truncation_warning()),
+            skipped: SkippedFiles::new(report.too_large.clone(), report.binary.clone(), ws.config.max_file_size),
+        })
+    })
+}

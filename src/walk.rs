@@ -1,0 +1,112 @@
+//! The file walk every tool shares: `.gitignore`-aware (via `ignore`), with the project's exclude
+//! patterns, an optional ripgrep file type, and a size limit whose victims are reported.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::UNIX_EPOCH;
+
+use ignore::overrides::OverrideBuilder;
+use ignore::types::TypesBuilder;
+use ignore::{WalkBuilder, WalkState};
+
+use crate::config::Config;
+use crate::repo::Repo;
+
+#[derive(Debug, Clone)]
+pub struct WalkedFile {
+    pub abs: PathBuf,
+    /// Repository-relative, `/`-separated.
+    pub rel: String,
+    pub size: u64,
+    /// Modification time in nanoseconds since the epoch (0 when unknown).
+    pub mtime_ns: i64,
+}
+
+#[derive(Debug, Default)]
+pub struct Walk {
+    /// Sorted by `rel`.
+    pub files: Vec<WalkedFile>,
+    /// Files over the size limit: (relative path, size).
+    pub too_large: Vec<(String, u64)>,
+    /// Every directory the walk entered (absolute), including the start.
+    pub dirs: Vec<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WalkError {
+    #[error("unknown file type '{0}'")]
+    UnknownFileType(String),
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct WalkOptions<'a> {
+    /// ripgrep file type name (`rust`, `py`, `js`, …).
+    pub file_type: Option<&'a str>,
+}
+
+/// Walks `start` (a directory or a single file inside `repo`).
+pub fn walk(repo: &Repo, config: &Config, start: &Path, opts: &WalkOptions) -> Result<Walk, WalkError> {
+    let mut builder = WalkBuilder::new(start);
+    builder.threads(rayon::current_num_threads().max(1));
+    // Behave like ripgrep run inside the repository: honour .gitignore even before `git init`
+    // only when a .git exists (the `ignore` default), skip hidden files.
+    let mut overrides = OverrideBuilder::new(repo.root());
+    for pattern in &config.exclude_patterns {
+        if let Err(e) = overrides.add(&format!("!{pattern}")) {
+            tracing::warn!("ignoring exclude pattern '{pattern}': {e}");
+        }
+    }
+    if let Ok(built) = overrides.build() {
+        builder.overrides(built);
+    }
+    if let Some(name) = opts.file_type.filter(|t| !t.is_empty()) {
+        let mut types = TypesBuilder::new();
+        types.add_defaults();
+        types.select(name);
+        let built = types.build().map_err(|_| WalkError::UnknownFileType(name.to_owned()))?;
+        if !built.definitions().iter().any(|d| d.name() == name) {
+            return Err(WalkError::UnknownFileType(name.to_owned()));
+        }
+        builder.types(built);
+    }
+
+    let max = config.max_file_size;
+    let found = Mutex::new(Walk::default());
+    builder.build_parallel().run(|| {
+        let found = &found;
+        Box::new(move |entry| {
+            let Ok(entry) = entry else { return WalkState::Continue };
+            if entry.file_type().is_some_and(|t| t.is_dir()) {
+                found.lock().unwrap_or_else(|p| p.into_inner()).dirs.push(entry.into_path());
+                return WalkState::Continue;
+            }
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let Ok(meta) = entry.metadata() else { return WalkState::Continue };
+            let Some(rel) = repo.relative(entry.path()) else { return WalkState::Continue };
+            let mut walk = found.lock().unwrap_or_else(|p| p.into_inner());
+            if meta.len() > max {
+                walk.too_large.push((rel, meta.len()));
+            } else {
+                let mtime_ns = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map(|d| d.as_nanos() as i64)
+                    .unwrap_or(0);
+                walk.files.push(WalkedFile { abs: entry.into_path(), rel, size: meta.len(), mtime_ns });
+            }
+            WalkState::Continue
+        })
+    });
+    let mut walk = found.into_inner().unwrap_or_else(|p| p.into_inner());
+    walk.files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+    walk.too_large.sort();
+    Ok(walk)
+}
+
+/// True when the first 8 KiB hold a NUL byte: the same heuristic git and ripgrep use.
+pub fn looks_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(8192)].contains(&0)
+}
