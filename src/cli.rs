@@ -19,7 +19,12 @@ use crate::tools::{self, ToolResult};
 use crate::workspace::Workspace;
 
 #[derive(Debug, Parser)]
-#[command(name = "git-code-intel", bin_name = "git code-intel", version, about = "Code intelligence for coding agents, stored in git")]
+#[command(
+    name = "git-code-intel",
+    bin_name = "git code-intel",
+    version,
+    about = "Code intelligence for coding agents, stored in git"
+)]
 pub struct Cli {
     /// The repository to work on (default: the one containing the current directory).
     #[arg(long, global = true, value_name = "PATH")]
@@ -188,17 +193,15 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             ),
             json,
         ),
-        Command::FindReferences { symbol, path, language, offset } => emit(
-            tools::references::find_references(ws, FindReferencesParams { symbol, path, language, offset }),
-            json,
-        ),
+        Command::FindReferences { symbol, path, language, offset } => {
+            emit(tools::references::find_references(ws, FindReferencesParams { symbol, path, language, offset }), json)
+        }
         Command::GetSymbols { path, kind, language, offset } => {
             emit(tools::symbols::get_symbols(ws, GetSymbolsParams { path, kind, language, offset }), json)
         }
-        Command::AnalyzeStructure { file_path, code, language } => emit(
-            tools::structure::analyze_structure(ws, AnalyzeStructureParams { file_path, code, language }),
-            json,
-        ),
+        Command::AnalyzeStructure { file_path, code, language } => {
+            emit(tools::structure::analyze_structure(ws, AnalyzeStructureParams { file_path, code, language }), json)
+        }
         Command::GetFunctionAtLine { file_path, line_number } => emit(
             tools::function_at_line::get_function_at_line(ws, GetFunctionAtLineParams { file_path, line_number }),
             json,

@@ -191,9 +191,24 @@ mod tests {
     fn every_phase_of_the_seeds_has_instruction_and_payload() {
         let c = Contract::builtin();
         for phase in [
-            "BRANCH_INTERVENTION", "DOCUMENT_RESEARCH", "QUERY_FRAME", "EXPLORATION", "Q1", "SEMANTIC", "Q2",
-            "VERIFICATION", "Q3", "IMPACT_ANALYSIS", "READY_PLAN", "READY_IMPL", "READY_COMPLETE",
-            "POST_IMPL_VERIFY", "VERIFY_INTERVENTION", "PRE_COMMIT", "QUALITY_REVIEW", "MERGE",
+            "BRANCH_INTERVENTION",
+            "DOCUMENT_RESEARCH",
+            "QUERY_FRAME",
+            "EXPLORATION",
+            "Q1",
+            "SEMANTIC",
+            "Q2",
+            "VERIFICATION",
+            "Q3",
+            "IMPACT_ANALYSIS",
+            "READY_PLAN",
+            "READY_IMPL",
+            "READY_COMPLETE",
+            "POST_IMPL_VERIFY",
+            "VERIFY_INTERVENTION",
+            "PRE_COMMIT",
+            "QUALITY_REVIEW",
+            "MERGE",
         ] {
             assert!(c.get(&["phases", phase, "instruction"]).and_then(Value::as_str).is_some(), "{phase}");
             assert!(c.get(&["phases", phase, "expected_payload"]).is_some(), "{phase}");

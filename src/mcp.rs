@@ -28,8 +28,6 @@ impl IntoCallToolResult for ToolError {
     }
 }
 
-type Reply<T> = Result<Json<T>, ToolError>;
-
 #[derive(Clone)]
 pub struct CodeIntelServer {
     ws: Arc<Workspace>,
@@ -42,7 +40,12 @@ impl CodeIntelServer {
     }
 
     /// Runs a tool on the blocking pool: parsing and searching are CPU-bound.
-    async fn run<T: Send + 'static>(&self, f: impl FnOnce(&Workspace) -> ToolResult<T> + Send + 'static) -> Reply<T> {
+    /// (The rmcp macros derive the outputSchema only from a literal `Result<Json<T>, E>` return
+    /// type, so the tool methods below spell it out.)
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Workspace) -> ToolResult<T> + Send + 'static,
+    ) -> Result<Json<T>, ToolError> {
         let ws = Arc::clone(&self.ws);
         match tokio::task::spawn_blocking(move || f(&ws)).await {
             Ok(result) => result.map(Json),
@@ -58,7 +61,10 @@ impl CodeIntelServer {
         description = "Search file contents with ripgrep's engine (regex, or literal with fixed_strings). `pattern` may be a list of up to 5 patterns searched in one pass. Respects .gitignore; returns matches with optional context lines, paged by max_results/offset.",
         annotations(read_only_hint = true)
     )]
-    async fn search_text(&self, Parameters(p): Parameters<SearchTextParams>) -> Reply<SearchTextOutput> {
+    async fn search_text(
+        &self,
+        Parameters(p): Parameters<SearchTextParams>,
+    ) -> Result<Json<SearchTextOutput>, ToolError> {
         self.run(move |ws| tools::search_text::search_text(ws, p)).await
     }
 
@@ -67,7 +73,10 @@ impl CodeIntelServer {
         description = "Find files by glob (e.g. `*.rs`, `src/**/test_*.py`). Respects .gitignore.",
         annotations(read_only_hint = true)
     )]
-    async fn search_files(&self, Parameters(p): Parameters<SearchFilesParams>) -> Reply<SearchFilesOutput> {
+    async fn search_files(
+        &self,
+        Parameters(p): Parameters<SearchFilesParams>,
+    ) -> Result<Json<SearchFilesOutput>, ToolError> {
         self.run(move |ws| tools::search_files::search_files(ws, p)).await
     }
 
@@ -76,7 +85,10 @@ impl CodeIntelServer {
         description = "Find where a symbol is defined (tree-sitter tag queries, 12 languages): name, kind, file, line, end_line, scope, signature, language.",
         annotations(read_only_hint = true)
     )]
-    async fn find_definitions(&self, Parameters(p): Parameters<FindDefinitionsParams>) -> Reply<FindDefinitionsOutput> {
+    async fn find_definitions(
+        &self,
+        Parameters(p): Parameters<FindDefinitionsParams>,
+    ) -> Result<Json<FindDefinitionsOutput>, ToolError> {
         self.run(move |ws| tools::definitions::find_definitions(ws, p)).await
     }
 
@@ -85,7 +97,10 @@ impl CodeIntelServer {
         description = "Find where a symbol is used: identifier occurrences in code (not comments or strings, not the definition itself), each with its enclosing function or class.",
         annotations(read_only_hint = true)
     )]
-    async fn find_references(&self, Parameters(p): Parameters<FindReferencesParams>) -> Reply<FindReferencesOutput> {
+    async fn find_references(
+        &self,
+        Parameters(p): Parameters<FindReferencesParams>,
+    ) -> Result<Json<FindReferencesOutput>, ToolError> {
         self.run(move |ws| tools::references::find_references(ws, p)).await
     }
 
@@ -94,7 +109,10 @@ impl CodeIntelServer {
         description = "List the symbols defined in a file or below a directory, optionally filtered by kind and language.",
         annotations(read_only_hint = true)
     )]
-    async fn get_symbols(&self, Parameters(p): Parameters<GetSymbolsParams>) -> Reply<GetSymbolsOutput> {
+    async fn get_symbols(
+        &self,
+        Parameters(p): Parameters<GetSymbolsParams>,
+    ) -> Result<Json<GetSymbolsOutput>, ToolError> {
         self.run(move |ws| tools::symbols::get_symbols(ws, p)).await
     }
 
@@ -103,7 +121,10 @@ impl CodeIntelServer {
         description = "Outline a file (or inline `code` with `language`): functions, classes (structs, traits, interfaces, enums), imports, exports, and a summary with line ranges.",
         annotations(read_only_hint = true)
     )]
-    async fn analyze_structure(&self, Parameters(p): Parameters<AnalyzeStructureParams>) -> Reply<AnalyzeStructureOutput> {
+    async fn analyze_structure(
+        &self,
+        Parameters(p): Parameters<AnalyzeStructureParams>,
+    ) -> Result<Json<AnalyzeStructureOutput>, ToolError> {
         self.run(move |ws| tools::structure::analyze_structure(ws, p)).await
     }
 
@@ -115,7 +136,7 @@ impl CodeIntelServer {
     async fn get_function_at_line(
         &self,
         Parameters(p): Parameters<GetFunctionAtLineParams>,
-    ) -> Reply<GetFunctionAtLineOutput> {
+    ) -> Result<Json<GetFunctionAtLineOutput>, ToolError> {
         self.run(move |ws| tools::function_at_line::get_function_at_line(ws, p)).await
     }
 
@@ -124,7 +145,10 @@ impl CodeIntelServer {
         description = "Before changing files: must_verify lists source files that call, import or reference the targets' symbols; should_verify lists tests, configs and docs that mention them. Each entry says why.",
         annotations(read_only_hint = true)
     )]
-    async fn analyze_impact(&self, Parameters(p): Parameters<AnalyzeImpactParams>) -> Reply<AnalyzeImpactOutput> {
+    async fn analyze_impact(
+        &self,
+        Parameters(p): Parameters<AnalyzeImpactParams>,
+    ) -> Result<Json<AnalyzeImpactOutput>, ToolError> {
         self.run(move |ws| tools::impact::analyze_impact(ws, p)).await
     }
 
@@ -133,7 +157,7 @@ impl CodeIntelServer {
         description = "Answer a question about the code: plans calls to the other tools from the question, symbol and file_path, runs them, and returns the plan with the aggregated results.",
         annotations(read_only_hint = true)
     )]
-    async fn query(&self, Parameters(p): Parameters<QueryParams>) -> Reply<QueryOutput> {
+    async fn query(&self, Parameters(p): Parameters<QueryParams>) -> Result<Json<QueryOutput>, ToolError> {
         self.run(move |ws| tools::query::query(ws, p)).await
     }
 }

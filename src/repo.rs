@@ -21,11 +21,7 @@ impl Repo {
     /// itself when there is none (plain directories can be explored too).
     pub fn discover(start: &Path) -> std::io::Result<Repo> {
         let start = start.canonicalize()?;
-        let root = start
-            .ancestors()
-            .find(|dir| dir.join(".git").exists())
-            .map(Path::to_path_buf)
-            .unwrap_or(start);
+        let root = start.ancestors().find(|dir| dir.join(".git").exists()).map(Path::to_path_buf).unwrap_or(start);
         Ok(Repo { root })
     }
 

@@ -342,9 +342,7 @@ fn run_query<'t>(lang: Lang, root: Node<'t>, source: &[u8]) -> (Vec<RawDef<'t>>,
             }
         }
     }
-    defs.sort_by(|a, b| {
-        a.node.start_byte().cmp(&b.node.start_byte()).then(b.node.end_byte().cmp(&a.node.end_byte()))
-    });
+    defs.sort_by(|a, b| a.node.start_byte().cmp(&b.node.start_byte()).then(b.node.end_byte().cmp(&a.node.end_byte())));
     imports.sort_by_key(|i| i.line);
     imports.dedup();
     (defs, imports)
@@ -368,10 +366,10 @@ fn build_symbols(lang: Lang, defs: &[RawDef], source: &[u8]) -> Vec<Symbol> {
         }
         let parent = stack.last().map(|&(_, i)| i);
         let mut name = node_text(def.name, source).trim().to_owned();
-        if def.kind == SymbolKind::Impl {
-            if let Some(i) = name.find('<') {
-                name.truncate(i);
-            }
+        if def.kind == SymbolKind::Impl
+            && let Some(i) = name.find('<')
+        {
+            name.truncate(i);
         }
         let mut scope_parts: Vec<String> = Vec::new();
         if let Some(p) = parent {
@@ -527,7 +525,8 @@ fn signature(node: Node, source: &[u8]) -> String {
         .filter(|&e| e > node.start_byte())
         .unwrap_or_else(|| node.end_byte());
     let text = String::from_utf8_lossy(&source[node.start_byte()..end]);
-    let first = if node.child_by_field_name("body").is_some() { text.as_ref() } else { text.lines().next().unwrap_or("") };
+    let first =
+        if node.child_by_field_name("body").is_some() { text.as_ref() } else { text.lines().next().unwrap_or("") };
     let collapsed = first.split_whitespace().collect::<Vec<_>>().join(" ");
     let trimmed = collapsed.trim_end_matches(['{', ':', ' ']).to_owned();
     truncate_chars(trimmed, 240)

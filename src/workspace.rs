@@ -109,10 +109,10 @@ impl Workspace {
                 None => store::load(self.repo.root()).map(SymbolIndex::from_files).unwrap_or_default(),
             };
             let (index, report) = refresh::refresh(&self.repo, &self.config, previous);
-            if report.changed {
-                if let Err(e) = store::save(self.repo.root(), index.files()) {
-                    tracing::warn!("could not save the symbol index: {e}");
-                }
+            if report.changed
+                && let Err(e) = store::save(self.repo.root(), index.files())
+            {
+                tracing::warn!("could not save the symbol index: {e}");
             }
             if let Some(watch) = state.watcher.as_mut() {
                 watch.sync_dirs(&report.dirs);

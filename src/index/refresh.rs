@@ -83,7 +83,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
             let outcome = index_file(file, *lang, old.map(|i| (i, &old_files[i as usize])));
             if show_progress {
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if n % step == 0 {
+                if n.is_multiple_of(step) {
                     eprintln!("code-intel: indexed {n}/{to_parse} files");
                 }
             }
@@ -91,8 +91,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
         })
         .collect();
 
-    let mut report =
-        RefreshReport { files: 0, too_large: walk.too_large, dirs: walk.dirs, ..RefreshReport::default() };
+    let mut report = RefreshReport { files: 0, too_large: walk.too_large, dirs: walk.dirs, ..RefreshReport::default() };
     report.too_large.retain(|(rel, _)| Lang::detect(rel.as_ref()).is_some());
     let mut slots: Vec<Option<IndexedFile>> = old_files.into_iter().map(Some).collect();
     let mut kept = vec![false; slots.len()];
@@ -139,10 +138,11 @@ fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &IndexedFile)>) -
         return Outcome::Binary(file.rel.clone());
     }
     let hash = *blake3::hash(&bytes).as_bytes();
-    if let Some((i, o)) = old {
-        if o.hash == hash && o.lang == lang {
-            return Outcome::Touch(i, file.mtime_ns);
-        }
+    if let Some((i, o)) = old
+        && o.hash == hash
+        && o.lang == lang
+    {
+        return Outcome::Touch(i, file.mtime_ns);
     }
     Outcome::New(Box::new(IndexedFile {
         rel: file.rel.clone(),

@@ -19,8 +19,30 @@ use crate::walk::{self, WalkOptions};
 
 /// Names too common to say anything about impact; they are not followed.
 const COMMON_NAMES: &[&str] = &[
-    "new", "main", "init", "__init__", "default", "from", "into", "clone", "fmt", "run", "get", "set", "len", "drop",
-    "to_string", "toString", "equals", "hashCode", "test", "setUp", "tearDown", "constructor", "String", "Error",
+    "new",
+    "main",
+    "init",
+    "__init__",
+    "default",
+    "from",
+    "into",
+    "clone",
+    "fmt",
+    "run",
+    "get",
+    "set",
+    "len",
+    "drop",
+    "to_string",
+    "toString",
+    "equals",
+    "hashCode",
+    "test",
+    "setUp",
+    "tearDown",
+    "constructor",
+    "String",
+    "Error",
 ];
 const MAX_SYMBOLS_PER_TARGET: usize = 60;
 
@@ -137,17 +159,22 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
                 for s in &file.syntax.symbols {
                     let followed = s.kind.is_callable()
                         || s.kind.is_class_like()
-                        || matches!(s.kind, SymbolKind::Constant | SymbolKind::Type | SymbolKind::Macro | SymbolKind::Module);
+                        || matches!(
+                            s.kind,
+                            SymbolKind::Constant | SymbolKind::Type | SymbolKind::Macro | SymbolKind::Module
+                        );
                     let nested_in_callable =
                         s.parent.is_some_and(|p| file.syntax.symbols[p as usize].kind.is_callable());
-                    if followed && !nested_in_callable && s.name.len() >= 3 && !COMMON_NAMES.contains(&s.name.as_str()) {
+                    if followed && !nested_in_callable && s.name.len() >= 3 && !COMMON_NAMES.contains(&s.name.as_str())
+                    {
                         names.insert(s.name.clone());
                     }
                 }
             }
             let names: Vec<String> = names.into_iter().take(MAX_SYMBOLS_PER_TARGET).collect();
             for name in &names {
-                for (fi, occ) in super::references::occurrences(index, name, |r, _| !target_rels.iter().any(|t| t == r)) {
+                for (fi, occ) in super::references::occurrences(index, name, |r, _| !target_rels.iter().any(|t| t == r))
+                {
                     let acc = hits.entry(index.file_at(fi).rel.clone()).or_default();
                     acc.symbols.insert(name.clone());
                     acc.lines.insert(occ.line);
@@ -219,7 +246,11 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
     }
     Ok(AnalyzeImpactOutput {
         change_description: params.change_description,
-        summary: ImpactSummary { targets: targets.len(), must_verify: must_verify.len(), should_verify: should_verify.len() },
+        summary: ImpactSummary {
+            targets: targets.len(),
+            must_verify: must_verify.len(),
+            should_verify: should_verify.len(),
+        },
         targets,
         must_verify,
         should_verify,

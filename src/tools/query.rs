@@ -51,10 +51,59 @@ pub struct QueryOutput {
 
 const INTENTS: &[&str] = &["IMPLEMENT", "MODIFY", "INVESTIGATE", "QUESTION"];
 const STOPWORDS: &[&str] = &[
-    "the", "and", "for", "with", "that", "this", "what", "where", "when", "which", "does", "how", "are", "from", "into",
-    "have", "has", "use", "used", "uses", "using", "code", "file", "files", "function", "method", "class", "should",
-    "would", "could", "about", "there", "their", "them", "then", "than", "will", "want", "need", "make", "why", "who",
-    "called", "call", "calls", "defined", "define", "implement", "implemented", "change", "modify", "fix", "add",
+    "the",
+    "and",
+    "for",
+    "with",
+    "that",
+    "this",
+    "what",
+    "where",
+    "when",
+    "which",
+    "does",
+    "how",
+    "are",
+    "from",
+    "into",
+    "have",
+    "has",
+    "use",
+    "used",
+    "uses",
+    "using",
+    "code",
+    "file",
+    "files",
+    "function",
+    "method",
+    "class",
+    "should",
+    "would",
+    "could",
+    "about",
+    "there",
+    "their",
+    "them",
+    "then",
+    "than",
+    "will",
+    "want",
+    "need",
+    "make",
+    "why",
+    "who",
+    "called",
+    "call",
+    "calls",
+    "defined",
+    "define",
+    "implement",
+    "implemented",
+    "change",
+    "modify",
+    "fix",
+    "add",
 ];
 
 pub fn query(ws: &Workspace, params: QueryParams) -> ToolResult<QueryOutput> {
@@ -105,10 +154,10 @@ fn plan(
 ) -> Vec<PlannedCall> {
     let mut calls = Vec::new();
     let mut add = |tool: &str, mut arguments: Value, reason: String| {
-        if let (Some(p), Some(obj)) = (path, arguments.as_object_mut()) {
-            if matches!(tool, "find_definitions" | "find_references" | "search_text" | "search_files") {
-                obj.insert("path".into(), json!(p));
-            }
+        if let (Some(p), Some(obj)) = (path, arguments.as_object_mut())
+            && matches!(tool, "find_definitions" | "find_references" | "search_text" | "search_files")
+        {
+            obj.insert("path".into(), json!(p));
         }
         calls.push(PlannedCall { tool: tool.into(), arguments, reason });
     };
@@ -158,7 +207,9 @@ fn terms(question: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut identifiers = Vec::new();
     let mut words = Vec::new();
     let mut files = Vec::new();
-    for raw in question.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '?' | '!' | '(' | ')' | '"' | '\'')) {
+    for raw in
+        question.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '?' | '!' | '(' | ')' | '"' | '\''))
+    {
         let quoted = raw.starts_with('`') || raw.ends_with('`');
         let token = raw.trim_matches(|c: char| !c.is_alphanumeric() && c != '_' && c != '.' && c != ':');
         let token = token.trim_end_matches('.');
@@ -166,7 +217,10 @@ fn terms(question: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
             continue;
         }
         let is_file = token.contains('.')
-            && token.rsplit('.').next().is_some_and(|ext| (1..=5).contains(&ext.len()) && ext.chars().all(char::is_alphanumeric));
+            && token
+                .rsplit('.')
+                .next()
+                .is_some_and(|ext| (1..=5).contains(&ext.len()) && ext.chars().all(char::is_alphanumeric));
         let last = token.rsplit(['.', ':']).find(|s| !s.is_empty()).unwrap_or(token);
         let looks_code = quoted
             || token.contains('_')

@@ -182,7 +182,8 @@ pub fn outline(file: Option<String>, lang: Lang, syntax: &FileSyntax) -> Analyze
     }
 }
 
-/// Symbols directly inside symbol `parent`, including through an `impl` of the same name (Rust).
+/// Symbols directly inside symbol `parent`, including through an `impl` of the same name (Rust)
+/// and methods declared outside it with an explicit receiver or qualifier (Go, C++).
 fn members_of(symbols: &[Symbol], parent: usize) -> Vec<&Symbol> {
     let name = &symbols[parent].name;
     let impls: Vec<usize> = symbols
@@ -193,6 +194,9 @@ fn members_of(symbols: &[Symbol], parent: usize) -> Vec<&Symbol> {
         .collect();
     symbols
         .iter()
-        .filter(|s| s.parent.is_some_and(|p| p as usize == parent || impls.contains(&(p as usize))))
+        .filter(|s| {
+            s.parent.is_some_and(|p| p as usize == parent || impls.contains(&(p as usize)))
+                || (s.parent.is_none() && s.kind.is_callable() && s.scope.as_deref() == Some(name.as_str()))
+        })
         .collect()
 }

@@ -37,11 +37,11 @@ pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSy
     let prefix = ws.scope_prefix(params.path.as_deref())?;
     let language = ws.language_filter(params.language.as_deref())?;
     let kind = params.kind.as_deref().map(str::trim).filter(|k| !k.is_empty());
-    if let Some(k) = kind {
-        if !SymbolKind::ALL.iter().any(|s| s.matches_filter(k)) {
-            let names: Vec<&str> = SymbolKind::ALL.iter().map(|k| k.name()).collect();
-            return Err(ws.invalid_argument("kind", &format!("unknown kind '{k}'; one of {}", names.join(", "))));
-        }
+    if let Some(k) = kind
+        && !SymbolKind::ALL.iter().any(|s| s.matches_filter(k))
+    {
+        let names: Vec<&str> = SymbolKind::ALL.iter().map(|k| k.name()).collect();
+        return Err(ws.invalid_argument("kind", &format!("unknown kind '{k}'; one of {}", names.join(", "))));
     }
     let offset = params.offset.unwrap_or(0);
     ws.with_index(|index, report| {

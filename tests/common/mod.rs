@@ -1,0 +1,41 @@
+//! Shared test helpers: fixture repositories copied into temporary directories.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Copies `tests/fixtures/<name>` into a fresh temporary directory and makes it a git repository.
+pub fn fixture_repo(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&fixtures().join(name), dir.path());
+    let ok =
+        Command::new("git").args(["init", "-q"]).current_dir(dir.path()).status().map(|s| s.success()).unwrap_or(false);
+    assert!(ok, "git init failed");
+    dir
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The 1-based number of the first line of `file` containing `needle`.
+pub fn line_of(file: &Path, needle: &str) -> u32 {
+    let text = std::fs::read_to_string(file).unwrap();
+    text.lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i as u32 + 1)
+        .unwrap_or_else(|| panic!("{needle} not in {}", file.display()))
+}
