@@ -1,1 +1,182 @@
-fn main() {}
+//! `code-intel-bench`: measures git-code-intel against its reference tools in one run.
+//!
+//! Corpus: a copy of the crate sources under `$CARGO_HOME/registry/src` (run `cargo fetch` first;
+//! `scripts/bench.sh` does both). Reports:
+//! - search_text (CLI) vs `rg` on the same patterns, median wall time of 5 runs;
+//! - a cold symbol-index build vs `ctags -R`, and symbols per second;
+//! - find_definitions / find_references on the warm in-process index, p50 and p95;
+//! - process spawn to the MCP `initialize` reply.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use git_code_intel::tools::definitions::{FindDefinitionsParams, find_definitions};
+use git_code_intel::tools::references::{FindReferencesParams, find_references};
+use git_code_intel::workspace::Workspace;
+
+const PATTERNS: &[&str] = &["fn new", "unsafe impl", r"#\[derive\(.*Debug", "TODO|FIXME", r"pub struct [A-Z]\w+Error"];
+const SYMBOLS: &[&str] = &[
+    "Parser",
+    "HashMap",
+    "from_str",
+    "serialize",
+    "spawn",
+    "read_to_string",
+    "Error",
+    "Visitor",
+    "Span",
+    "Ident",
+    "TokenStream",
+    "poll_next",
+    "with_capacity",
+    "Builder",
+    "deserialize_any",
+    "as_bytes",
+    "Regex",
+    "Mutex",
+    "Path",
+    "Formatter",
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let bin = PathBuf::from(args.get(1).cloned().unwrap_or_else(|| "target/release/git-code-intel".into()));
+    let corpus = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "/tmp/code-intel-bench-corpus".into()));
+    assert!(bin.exists(), "binary {} missing", bin.display());
+    assert!(corpus.is_dir(), "corpus {} missing", corpus.display());
+    let out = std::env::temp_dir().join("code-intel-bench-out");
+    std::fs::create_dir_all(&out).unwrap();
+
+    println!("corpus: {}", corpus.display());
+    println!("\n## search_text vs rg (median of 5, output written to a file)");
+    let mut ratios = Vec::new();
+    for p in PATTERNS {
+        let ours = median(5, || {
+            run(
+                Command::new(&bin).args(["--repo"]).arg(&corpus).args([
+                    "--json",
+                    "search-text",
+                    "--max-results",
+                    "100000000",
+                    "--pattern",
+                    p,
+                ]),
+                &out.join("ours.json"),
+            )
+        });
+        let rg = median(5, || {
+            run(Command::new("rg").args(["-n", "--no-heading", "-e", p]).arg(&corpus), &out.join("rg.txt"))
+        });
+        let ratio = ours.as_secs_f64() / rg.as_secs_f64();
+        ratios.push(ratio);
+        println!("{p:<28} ours {:>7.1} ms   rg {:>7.1} ms   ratio {ratio:.2}", ms(ours), ms(rg));
+    }
+    println!("geometric mean ratio: {:.2} (target <= 1.0)", geomean(&ratios));
+
+    println!("\n## cold symbol index vs ctags -R");
+    let _ = std::fs::remove_dir_all(corpus.join(".code-intel"));
+    let t = Instant::now();
+    let output = Command::new(&bin)
+        .arg("--repo")
+        .arg(&corpus)
+        .args(["--json", "index", "--rebuild"])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let ours = t.elapsed();
+    let stats: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let symbols = stats["symbols"].as_f64().unwrap_or(0.0);
+    let t = Instant::now();
+    let _ = Command::new("ctags").args(["-R", "-f"]).arg(out.join("tags")).arg(&corpus).stderr(Stdio::null()).status();
+    let ctags = t.elapsed();
+    let tags = std::fs::read_to_string(out.join("tags"))
+        .map(|s| s.lines().filter(|l| !l.starts_with("!_")).count())
+        .unwrap_or(0);
+    println!(
+        "ours {:.2} s ({} files, {symbols} symbols, {:.0} symbols/s)   ctags {:.2} s ({tags} tags)   ratio {:.2} (target <= 1.0, >= 100k symbols/s)",
+        ours.as_secs_f64(),
+        stats["files"],
+        symbols / ours.as_secs_f64(),
+        ctags.as_secs_f64(),
+        ours.as_secs_f64() / ctags.as_secs_f64()
+    );
+
+    println!("\n## warm lookups (in-process, index loaded and fresh)");
+    let ws = Workspace::open(&corpus, true).unwrap();
+    let _ = find_definitions(&ws, FindDefinitionsParams { symbol: Some("warmup".into()), ..Default::default() });
+    let mut defs = Vec::new();
+    let mut refs = Vec::new();
+    for _ in 0..5 {
+        for s in SYMBOLS {
+            let t = Instant::now();
+            let _ = find_definitions(&ws, FindDefinitionsParams { symbol: Some((*s).into()), ..Default::default() });
+            defs.push(t.elapsed());
+            let t = Instant::now();
+            let _ = find_references(&ws, FindReferencesParams { symbol: Some((*s).into()), ..Default::default() });
+            refs.push(t.elapsed());
+        }
+    }
+    println!(
+        "find_definitions p50 {:.2} ms p95 {:.2} ms (target p50 < 5 ms)",
+        ms(pct(&mut defs, 50)),
+        ms(pct(&mut defs, 95))
+    );
+    println!(
+        "find_references  p50 {:.2} ms p95 {:.2} ms (target p50 < 5 ms)",
+        ms(pct(&mut refs, 50)),
+        ms(pct(&mut refs, 95))
+    );
+
+    println!("\n## spawn to initialize reply (median of 20)");
+    let small = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut spawns: Vec<Duration> = (0..20).map(|_| spawn_to_initialize(&bin, small)).collect();
+    println!("p50 {:.1} ms (target < 30 ms)", ms(pct(&mut spawns, 50)));
+}
+
+fn run(cmd: &mut Command, out: &Path) -> Duration {
+    let file = std::fs::File::create(out).unwrap();
+    let t = Instant::now();
+    let _ = cmd.stdout(file).stderr(Stdio::null()).status();
+    t.elapsed()
+}
+
+fn spawn_to_initialize(bin: &Path, repo: &Path) -> Duration {
+    let t = Instant::now();
+    let mut child = Command::new(bin)
+        .arg("serve")
+        .current_dir(repo)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#).unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let elapsed = t.elapsed();
+    drop(stdin);
+    let _ = child.wait();
+    elapsed
+}
+
+fn median(n: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    f(); // warm the page cache
+    let mut v: Vec<Duration> = (0..n).map(|_| f()).collect();
+    pct(&mut v, 50)
+}
+
+fn pct(v: &mut [Duration], p: usize) -> Duration {
+    v.sort();
+    v[((v.len() - 1) * p) / 100]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn geomean(v: &[f64]) -> f64 {
+    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp()
+}

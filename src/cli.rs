@@ -40,6 +40,12 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP over stdio until stdin closes.
     Serve,
+    /// Build or refresh the symbol index now and print what it holds.
+    Index {
+        /// Re-parse every file instead of only the changed ones.
+        #[arg(long)]
+        rebuild: bool,
+    },
     /// Search file contents (ripgrep engine).
     #[command(name = "search-text", visible_alias = "search_text")]
     SearchText(SearchTextArgs),
@@ -160,6 +166,20 @@ pub struct SearchTextArgs {
 pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
     match command {
         Command::Serve => 0,
+        Command::Index { rebuild } => {
+            let started = std::time::Instant::now();
+            let stats = ws.index_now(rebuild);
+            let out = serde_json::json!({
+                "files": stats.files,
+                "symbols": stats.symbols,
+                "parsed": stats.parsed,
+                "removed": stats.removed,
+                "skipped_too_large": stats.too_large,
+                "skipped_binary": stats.binary,
+                "seconds": started.elapsed().as_secs_f64(),
+            });
+            emit::<serde_json::Value>(Ok(out), json)
+        }
         Command::SearchText(a) => {
             let pattern = match a.pattern.len() {
                 0 => None,

@@ -108,17 +108,7 @@ impl Workspace {
                 Some(index) => index,
                 None => store::load(self.repo.root()).map(SymbolIndex::from_files).unwrap_or_default(),
             };
-            let (index, report) = refresh::refresh(&self.repo, &self.config, previous);
-            if report.changed
-                && let Err(e) = store::save(self.repo.root(), index.files())
-            {
-                tracing::warn!("could not save the symbol index: {e}");
-            }
-            if let Some(watch) = state.watcher.as_mut() {
-                watch.sync_dirs(&report.dirs);
-            }
-            state.index = Some(index);
-            state.report = report;
+            self.refresh_into(&mut state, previous, false);
         }
         let state = &*state;
         match &state.index {
@@ -126,6 +116,58 @@ impl Workspace {
             None => f(&SymbolIndex::default(), &state.report),
         }
     }
+}
+
+impl Workspace {
+    /// Brings the index up to date now (`rebuild`: from nothing, re-parsing every file) and
+    /// reports what it holds. Backs `git code-intel index`.
+    pub fn index_now(&self, rebuild: bool) -> IndexStats {
+        let mut state = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        let previous = if rebuild {
+            SymbolIndex::default()
+        } else {
+            state
+                .index
+                .take()
+                .or_else(|| store::load(self.repo.root()).map(SymbolIndex::from_files))
+                .unwrap_or_default()
+        };
+        self.refresh_into(&mut state, previous, rebuild);
+        let index = state.index.as_ref();
+        IndexStats {
+            files: index.map_or(0, |i| i.files().len()),
+            symbols: index.map_or(0, SymbolIndex::symbol_count),
+            parsed: state.report.parsed,
+            removed: state.report.removed,
+            too_large: state.report.too_large.len(),
+            binary: state.report.binary.len(),
+        }
+    }
+
+    fn refresh_into(&self, state: &mut IndexState, previous: SymbolIndex, force_save: bool) {
+        let (index, report) = refresh::refresh(&self.repo, &self.config, previous);
+        if (report.changed || force_save)
+            && let Err(e) = store::save(self.repo.root(), index.files())
+        {
+            tracing::warn!("could not save the symbol index: {e}");
+        }
+        if let Some(watch) = state.watcher.as_mut() {
+            watch.sync_dirs(&report.dirs);
+        }
+        state.index = Some(index);
+        state.report = report;
+    }
+}
+
+/// What `git code-intel index` reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IndexStats {
+    pub files: usize,
+    pub symbols: usize,
+    pub parsed: usize,
+    pub removed: usize,
+    pub too_large: usize,
+    pub binary: usize,
 }
 
 fn start_watcher(root: &Path) -> Option<Watch> {

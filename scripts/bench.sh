@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The benchmark, in one command: fetches the corpus (the crate sources of this project's
+# dependencies), copies it aside, builds in release mode and compares against rg and ctags.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/git-code-intel/target}"
+bash scripts/setup.sh
+cargo fetch --locked
+corpus=/tmp/code-intel-bench-corpus
+rm -rf "$corpus" && mkdir -p "$corpus"
+cp -a "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/. "$corpus"/
+cargo build --release --locked --bin git-code-intel --bin code-intel-bench
+"$CARGO_TARGET_DIR/release/code-intel-bench" "$CARGO_TARGET_DIR/release/git-code-intel" "$corpus"

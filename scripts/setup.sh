@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what building, testing and benchmarking git-code-intel need on a Debian machine with a
+# Rust toolchain. Safe to run again. Used by the README and by .ci/run.
+set -euo pipefail
+
+need_apt=()
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+# Reference tools for the benchmark (scripts/bench.sh): ripgrep and universal-ctags.
+if [ "${CODE_INTEL_BENCH_TOOLS:-1}" = 1 ]; then
+  command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)
+  command -v ctags >/dev/null 2>&1 || need_apt+=(universal-ctags)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >/dev/null 2>&1 || true
+echo "setup: ok"
