@@ -1,7 +1,5 @@
 //! `search_text`: ripgrep's engine in-process (grep-searcher + grep-regex over the shared walk).
 
-use std::path::Path;
-
 use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
@@ -264,9 +262,4 @@ fn line_text(bytes: &[u8]) -> String {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.into_owned(),
     }
-}
-
-/// For other tools: does `path` look like a text file worth grepping?
-pub fn is_text_file(path: &Path) -> bool {
-    std::fs::read(path).map(|b| !walk::looks_binary(&b)).unwrap_or(false)
 }
