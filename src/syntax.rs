@@ -6,6 +6,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+type FoldHashMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Parser, QueryCursor, StreamingIterator, Tree};
@@ -286,6 +288,23 @@ struct RawDef<'t> {
     pattern: usize,
 }
 
+/// An identifier leaf met by the walk, before it is known whether it names a definition.
+struct Ident {
+    start: usize,
+    end: usize,
+    line: u32,
+    column: u32,
+}
+
+/// What the single walk over a tree collects.
+struct Scan<'t> {
+    /// Sorted by start, outer before inner.
+    defs: Vec<RawDef<'t>>,
+    imports: Vec<Import>,
+    /// In source order.
+    idents: Vec<Ident>,
+}
+
 /// Extracts everything the index keeps about one file.
 pub fn extract(lang: Lang, source: &[u8]) -> FileSyntax {
     let line_count = count_lines(source);
@@ -293,59 +312,117 @@ pub fn extract(lang: Lang, source: &[u8]) -> FileSyntax {
         return FileSyntax { line_count, ..FileSyntax::default() };
     };
     let root = tree.root_node();
-    let (defs, imports) = run_query(lang, root, source);
-    let symbols = build_symbols(lang, &defs, source);
-    let name_starts: Vec<usize> = {
-        let mut v: Vec<usize> = defs.iter().map(|d| d.name.start_byte()).collect();
-        v.sort_unstable();
-        v
-    };
-    let (names, refs) = collect_references(lang, root, source, &defs, &symbols, &name_starts);
-    FileSyntax { symbols, names, refs, imports, line_count, has_errors: root.has_error() }
+    let scan = scan(lang, root, source);
+    let symbols = build_symbols(lang, &scan.defs, source);
+    let (names, refs) = resolve_references(&scan, &symbols, source);
+    FileSyntax { symbols, names, refs, imports: scan.imports, line_count, has_errors: root.has_error() }
 }
 
-fn run_query<'t>(lang: Lang, root: Node<'t>, source: &[u8]) -> (Vec<RawDef<'t>>, Vec<Import>) {
-    let query = lang.query();
-    let roles = capture_roles(lang);
-    let mut cursor = QueryCursor::new();
-    let mut matches = cursor.matches(query, root, source);
-    let mut by_node: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut defs: Vec<RawDef<'t>> = Vec::new();
-    let mut imports = Vec::new();
-    while let Some(m) = matches.next() {
-        let (mut def, mut name, mut scope) = (None, None, None);
-        for cap in m.captures {
-            match roles[cap.index as usize] {
-                Role::Name => name = Some(cap.node),
-                Role::Scope => scope = Some(cap.node),
-                Role::Definition(kind) => def = Some((cap.node, kind)),
-                Role::Import => imports.push(Import {
-                    line: cap.node.start_position().row as u32 + 1,
-                    text: first_line(node_text(cap.node, source), 200),
-                }),
-                Role::Ignored => {}
-            }
+/// Walks the tree once. Identifier leaves are collected everywhere except inside comments and
+/// strings; the definition query runs only at nodes where one of its patterns can start, so the
+/// tree is traversed once rather than once for the query and once for the references.
+fn scan<'t>(lang: Lang, root: Node<'t>, source: &[u8]) -> Scan<'t> {
+    let classes = node_classes(lang);
+    let roots = lang.pattern_roots();
+    let mut matcher = DefMatcher::new(lang);
+    let mut idents = Vec::new();
+    let mut cursor = root.walk();
+    'walk: loop {
+        let node = cursor.node();
+        let kind = node.kind_id() as usize;
+        if roots.get(kind).copied().unwrap_or(false) {
+            matcher.run_at(node, source);
         }
-        let (Some((node, kind)), Some(name)) = (def, name) else { continue };
-        let candidate = RawDef { node, name, scope, kind, pattern: m.pattern_index };
-        // Several patterns may describe one definition (a Go struct is also a type spec): the
-        // earliest pattern in the file is the most specific and wins.
-        match by_node.get(&(node.start_byte(), name.start_byte())) {
-            Some(&i) => {
-                if candidate.pattern < defs[i].pattern {
-                    defs[i] = candidate;
-                }
-            }
-            None => {
-                by_node.insert((node.start_byte(), name.start_byte()), defs.len());
-                defs.push(candidate);
+        let class = classes.get(kind).copied().unwrap_or(NodeClass::Other);
+        if class == NodeClass::Identifier && node.child_count() == 0 {
+            let pos = node.start_position();
+            idents.push(Ident {
+                start: node.start_byte(),
+                end: node.end_byte(),
+                line: pos.row as u32 + 1,
+                column: pos.column as u32 + 1,
+            });
+        }
+        if class != NodeClass::Opaque && cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                break 'walk;
             }
         }
     }
-    defs.sort_by(|a, b| a.node.start_byte().cmp(&b.node.start_byte()).then(b.node.end_byte().cmp(&a.node.end_byte())));
-    imports.sort_by_key(|i| i.line);
-    imports.dedup();
-    (defs, imports)
+    let (defs, imports) = matcher.finish();
+    Scan { defs, imports, idents }
+}
+
+/// Runs the definition query at single nodes and merges what the patterns report.
+struct DefMatcher<'t> {
+    query: &'static tree_sitter::Query,
+    roles: &'static [Role],
+    cursor: QueryCursor,
+    by_node: HashMap<(usize, usize), usize>,
+    defs: Vec<RawDef<'t>>,
+    imports: Vec<Import>,
+}
+
+impl<'t> DefMatcher<'t> {
+    fn new(lang: Lang) -> Self {
+        let mut cursor = QueryCursor::new();
+        // Only patterns rooted at the node itself: the walk visits every node anyway.
+        cursor.set_max_start_depth(Some(0));
+        DefMatcher {
+            query: lang.query(),
+            roles: capture_roles(lang),
+            cursor,
+            by_node: HashMap::new(),
+            defs: Vec::new(),
+            imports: Vec::new(),
+        }
+    }
+
+    fn run_at(&mut self, node: Node<'t>, source: &[u8]) {
+        let mut matches = self.cursor.matches(self.query, node, source);
+        while let Some(m) = matches.next() {
+            let (mut def, mut name, mut scope) = (None, None, None);
+            for cap in m.captures {
+                match self.roles[cap.index as usize] {
+                    Role::Name => name = Some(cap.node),
+                    Role::Scope => scope = Some(cap.node),
+                    Role::Definition(kind) => def = Some((cap.node, kind)),
+                    Role::Import => self.imports.push(Import {
+                        line: cap.node.start_position().row as u32 + 1,
+                        text: first_line(node_text(cap.node, source), 200),
+                    }),
+                    Role::Ignored => {}
+                }
+            }
+            let (Some((node, kind)), Some(name)) = (def, name) else { continue };
+            let candidate = RawDef { node, name, scope, kind, pattern: m.pattern_index };
+            // Several patterns may describe one definition (a Go struct is also a type spec):
+            // the earliest pattern in the file is the most specific and wins.
+            match self.by_node.get(&(node.start_byte(), name.start_byte())) {
+                Some(&i) => {
+                    if candidate.pattern < self.defs[i].pattern {
+                        self.defs[i] = candidate;
+                    }
+                }
+                None => {
+                    self.by_node.insert((node.start_byte(), name.start_byte()), self.defs.len());
+                    self.defs.push(candidate);
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> (Vec<RawDef<'t>>, Vec<Import>) {
+        self.defs.sort_by(|a, b| {
+            a.node.start_byte().cmp(&b.node.start_byte()).then(b.node.end_byte().cmp(&a.node.end_byte()))
+        });
+        self.imports.sort_by_key(|i| i.line);
+        self.imports.dedup();
+        (self.defs, self.imports)
+    }
 }
 
 fn scope_separator(lang: Lang) -> &'static str {
@@ -438,67 +515,48 @@ fn is_exported(lang: Lang, node: Node, name: &str, signature: &str, top_level: b
     }
 }
 
-fn collect_references(
-    lang: Lang,
-    root: Node,
-    source: &[u8],
-    defs: &[RawDef],
-    symbols: &[Symbol],
-    name_starts: &[usize],
-) -> (Vec<String>, Vec<Occurrence>) {
-    let classes = node_classes(lang);
-    let mut interned: HashMap<&[u8], u32> = HashMap::new();
-    let mut raw: Vec<Occurrence> = Vec::new();
+/// Turns the walk's identifiers into occurrences: drops the names of definitions themselves,
+/// finds each one's innermost enclosing definition, and interns the names.
+fn resolve_references(scan: &Scan, symbols: &[Symbol], source: &[u8]) -> (Vec<String>, Vec<Occurrence>) {
+    let defs = &scan.defs;
+    let mut name_starts: Vec<usize> = defs.iter().map(|d| d.name.start_byte()).collect();
+    name_starts.sort_unstable();
+    let mut interned: FoldHashMap<&[u8], u32> = FoldHashMap::default();
+    let mut raw: Vec<Occurrence> = Vec::with_capacity(scan.idents.len());
     let mut stack: Vec<usize> = Vec::new();
     let mut next_def = 0;
-    let mut cursor = root.walk();
-    loop {
-        let node = cursor.node();
-        let class = classes.get(node.kind_id() as usize).copied().unwrap_or(NodeClass::Other);
-        if class == NodeClass::Identifier && node.child_count() == 0 {
-            let start = node.start_byte();
-            if name_starts.binary_search(&start).is_err() {
-                while next_def < defs.len() && defs[next_def].node.start_byte() <= start {
-                    let d_start = defs[next_def].node.start_byte();
-                    while stack.last().is_some_and(|&t| defs[t].node.end_byte() <= d_start) {
-                        stack.pop();
-                    }
-                    if symbols[next_def].kind.is_scope() {
-                        stack.push(next_def);
-                    }
-                    next_def += 1;
-                }
-                while stack.last().is_some_and(|&t| defs[t].node.end_byte() <= start) {
-                    stack.pop();
-                }
-                let text = &source[start..node.end_byte()];
-                let next_id = interned.len() as u32;
-                let id = *interned.entry(text).or_insert(next_id);
-                let pos = node.start_position();
-                raw.push(Occurrence {
-                    name: id,
-                    line: pos.row as u32 + 1,
-                    column: pos.column as u32 + 1,
-                    enclosing: stack.last().map(|&i| i as u32),
-                });
-            }
-        }
-        if class != NodeClass::Opaque && cursor.goto_first_child() {
+    for ident in &scan.idents {
+        let start = ident.start;
+        if name_starts.binary_search(&start).is_ok() {
             continue;
         }
-        loop {
-            if cursor.goto_next_sibling() {
-                break;
+        while next_def < defs.len() && defs[next_def].node.start_byte() <= start {
+            let d_start = defs[next_def].node.start_byte();
+            while stack.last().is_some_and(|&t| defs[t].node.end_byte() <= d_start) {
+                stack.pop();
             }
-            if !cursor.goto_parent() {
-                return finish_names(interned, raw);
+            if symbols[next_def].kind.is_scope() {
+                stack.push(next_def);
             }
+            next_def += 1;
         }
+        while stack.last().is_some_and(|&t| defs[t].node.end_byte() <= start) {
+            stack.pop();
+        }
+        let next_id = interned.len() as u32;
+        let id = *interned.entry(&source[start..ident.end]).or_insert(next_id);
+        raw.push(Occurrence {
+            name: id,
+            line: ident.line,
+            column: ident.column,
+            enclosing: stack.last().map(|&i| i as u32),
+        });
     }
+    finish_names(interned, raw)
 }
 
 /// Sorts the interned names and renumbers the occurrences to match.
-fn finish_names(interned: HashMap<&[u8], u32>, mut raw: Vec<Occurrence>) -> (Vec<String>, Vec<Occurrence>) {
+fn finish_names(interned: FoldHashMap<&[u8], u32>, mut raw: Vec<Occurrence>) -> (Vec<String>, Vec<Occurrence>) {
     let mut entries: Vec<(String, u32)> =
         interned.into_iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v)).collect();
     entries.sort_unstable();

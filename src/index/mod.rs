@@ -10,6 +10,8 @@ pub mod store;
 
 use std::collections::HashMap;
 
+type FoldHashMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 use serde::{Deserialize, Serialize};
 
 use crate::lang::Lang;
@@ -34,10 +36,10 @@ pub type SymbolRef = (u32, u32);
 pub struct SymbolIndex {
     /// Sorted by `rel`.
     files: Vec<IndexedFile>,
-    by_path: HashMap<String, u32>,
-    defs_by_name: HashMap<String, Vec<SymbolRef>>,
+    by_path: FoldHashMap<String, u32>,
+    defs_by_name: FoldHashMap<String, Vec<SymbolRef>>,
     /// name -> files whose occurrences include it (file index, local name id)
-    refs_by_name: HashMap<String, Vec<(u32, u32)>>,
+    refs_by_name: FoldHashMap<String, Vec<(u32, u32)>>,
 }
 
 impl SymbolIndex {
@@ -50,11 +52,16 @@ impl SymbolIndex {
 
     fn rebuild_lookups(&mut self) {
         self.by_path = self.files.iter().enumerate().map(|(i, f)| (f.rel.clone(), i as u32)).collect();
-        let mut defs: HashMap<String, Vec<SymbolRef>> = HashMap::new();
-        let mut refs: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+        let mut defs: FoldHashMap<String, Vec<SymbolRef>> = FoldHashMap::default();
+        let mut refs: FoldHashMap<String, Vec<(u32, u32)>> = FoldHashMap::default();
         for (fi, file) in self.files.iter().enumerate() {
             for (si, sym) in file.syntax.symbols.iter().enumerate() {
-                defs.entry(sym.name.clone()).or_default().push((fi as u32, si as u32));
+                match defs.get_mut(sym.name.as_str()) {
+                    Some(list) => list.push((fi as u32, si as u32)),
+                    None => {
+                        defs.insert(sym.name.clone(), vec![(fi as u32, si as u32)]);
+                    }
+                }
             }
             for (ni, name) in file.syntax.names.iter().enumerate() {
                 match refs.get_mut(name.as_str()) {

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use rayon::prelude::*;
 
@@ -41,6 +42,7 @@ enum Outcome {
 
 /// Returns the refreshed index. `previous` is consumed so unchanged files move, not copy.
 pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIndex, RefreshReport) {
+    let started = Instant::now();
     let walk = match walk::walk(repo, config, repo.root(), &WalkOptions::default()) {
         Ok(w) => w,
         Err(e) => {
@@ -51,6 +53,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
     let candidates: Vec<(WalkedFile, Lang)> =
         walk.files.into_iter().filter_map(|f| Lang::detect(f.rel.as_ref()).map(|l| (f, l))).collect();
 
+    tracing::debug!("index walk: {} candidates in {:?}", candidates.len(), started.elapsed());
     let old_files = previous.into_files();
     let old_by_path: HashMap<&str, u32> =
         old_files.iter().enumerate().map(|(i, f)| (f.rel.as_str(), i as u32)).collect();
@@ -90,6 +93,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
             outcome
         })
         .collect();
+    tracing::debug!("index parse: {to_parse} files, {:?} since start", started.elapsed());
 
     let mut report = RefreshReport { files: 0, too_large: walk.too_large, dirs: walk.dirs, ..RefreshReport::default() };
     report.too_large.retain(|(rel, _)| Lang::detect(rel.as_ref()).is_some());
@@ -129,7 +133,9 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
     if show_progress {
         eprintln!("code-intel: symbol index ready ({} files)", files.len());
     }
-    (SymbolIndex::from_files(files), report)
+    let index = SymbolIndex::from_files(files);
+    tracing::debug!("index lookups built, {:?} since start", started.elapsed());
+    (index, report)
 }
 
 fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &IndexedFile)>) -> Outcome {

@@ -4,7 +4,7 @@
 //! 32-byte blake3 checksum of everything before it. A file that fails any check is treated as
 //! absent, so a corrupt or outdated index is rebuilt, never trusted.
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::IndexedFile;
@@ -43,6 +43,9 @@ fn decode(bytes: &[u8]) -> Option<Vec<IndexedFile>> {
 
 /// Writes the index atomically (temporary file, then rename) so a killed process never leaves a
 /// half-written index behind. The directory git-ignores itself.
+///
+/// The file is streamed, checksummed on the way, and not fsynced: it is derived data, and if a
+/// power cut leaves it torn the checksum rejects it and it is rebuilt.
 pub fn save(repo_root: &Path, files: &[IndexedFile]) -> std::io::Result<()> {
     let dir = index_dir(repo_root);
     std::fs::create_dir_all(&dir)?;
@@ -50,18 +53,41 @@ pub fn save(repo_root: &Path, files: &[IndexedFile]) -> std::io::Result<()> {
     if !ignore.exists() {
         std::fs::write(&ignore, "# Derived data of git-code-intel; rebuilt on demand.\n*\n")?;
     }
-    let mut bytes = MAGIC.to_vec();
-    let body = postcard::to_stdvec(files).map_err(std::io::Error::other)?;
-    bytes.extend_from_slice(&body);
-    let sum = blake3::hash(&bytes);
-    bytes.extend_from_slice(sum.as_bytes());
     let tmp = dir.join(format!("{INDEX_FILE}.tmp.{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
+    let written = write_to(&tmp, files);
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
+    written?;
     std::fs::rename(&tmp, dir.join(INDEX_FILE))
+}
+
+fn write_to(path: &Path, files: &[IndexedFile]) -> std::io::Result<()> {
+    let file = std::fs::File::create(path)?;
+    let mut out = BufWriter::with_capacity(1 << 20, Checksummed { inner: file, hasher: blake3::Hasher::new() });
+    out.write_all(MAGIC)?;
+    let mut out = postcard::to_io(files, out).map_err(std::io::Error::other)?;
+    out.flush()?;
+    let Checksummed { mut inner, hasher } = out.into_inner().map_err(|e| e.into_error())?;
+    inner.write_all(hasher.finalize().as_bytes())
+}
+
+/// Passes bytes through to `inner`, hashing them on the way.
+struct Checksummed<W> {
+    inner: W,
+    hasher: blake3::Hasher,
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 #[cfg(test)]

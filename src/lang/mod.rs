@@ -102,6 +102,46 @@ impl Lang {
         });
         &all[self as usize]
     }
+
+    /// For every node kind id of the grammar: whether a pattern of [`Lang::query`] can match
+    /// starting at a node of that kind. The extractor runs the query only at those nodes, so it
+    /// never walks a function body twice. A pattern whose root is not a plain node name (a
+    /// wildcard, an alternation) makes every kind a root.
+    pub fn pattern_roots(self) -> &'static [bool] {
+        static ROOTS: OnceLock<Vec<Vec<bool>>> = OnceLock::new();
+        let all = ROOTS.get_or_init(|| Lang::ALL.iter().map(|l| l.compute_pattern_roots()).collect());
+        &all[self as usize]
+    }
+
+    fn compute_pattern_roots(self) -> Vec<bool> {
+        let grammar = self.grammar();
+        let query = self.query();
+        let source = self.query_source();
+        let mut roots = vec![false; grammar.node_kind_count()];
+        for pattern in 0..query.pattern_count() {
+            let text = source.get(query.start_byte_for_pattern(pattern)..).unwrap_or("");
+            // `(kind …)`, or a group around one: `((kind …) (#predicate …))`.
+            let inner = text.trim_start();
+            let name: String = if inner.starts_with('(') {
+                inner
+                    .trim_start_matches(|c: char| c == '(' || c.is_whitespace())
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect()
+            } else {
+                String::new()
+            };
+            if name.is_empty() || name == "_" {
+                return vec![true; grammar.node_kind_count()];
+            }
+            for id in 0..grammar.node_kind_count() as u16 {
+                if grammar.node_kind_is_named(id) && grammar.node_kind_for_id(id) == Some(name.as_str()) {
+                    roots[id as usize] = true;
+                }
+            }
+        }
+        roots
+    }
 }
 
 #[cfg(test)]
@@ -126,5 +166,22 @@ mod tests {
         assert_eq!(Lang::from_name("py"), Some(Lang::Python));
         assert_eq!(Lang::from_name("cobol"), None);
         assert_eq!(Lang::ALL.len(), 12);
+    }
+
+    #[test]
+    fn pattern_roots_name_the_kinds_patterns_start_at() {
+        let grammar = Lang::Rust.grammar();
+        let roots = Lang::Rust.pattern_roots();
+        let is_root = |kind: &str| roots[grammar.id_for_node_kind(kind, true) as usize];
+        assert!(is_root("function_item"));
+        assert!(is_root("use_declaration"));
+        assert!(!is_root("identifier"));
+        assert!(!is_root("block"));
+        let go = Lang::Go.grammar();
+        assert!(Lang::Go.pattern_roots()[go.id_for_node_kind("source_file", true) as usize]);
+        for lang in Lang::ALL {
+            assert!(lang.pattern_roots().iter().any(|r| *r), "{}", lang.name());
+            assert!(!lang.pattern_roots().iter().all(|r| *r), "{}: a pattern root was not understood", lang.name());
+        }
     }
 }
