@@ -10,4 +10,5 @@ pub mod repo;
 pub mod syntax;
 pub mod tools;
 pub mod walk;
+pub mod watch;
 pub mod workspace;
