@@ -46,6 +46,24 @@ pub struct WalkOptions<'a> {
 
 /// Walks `start` (a directory or a single file inside `repo`).
 pub fn walk(repo: &Repo, config: &Config, start: &Path, opts: &WalkOptions) -> Result<Walk, WalkError> {
+    let files = Mutex::new(Vec::new());
+    let rest = walk_each(repo, config, start, opts, |file| {
+        files.lock().unwrap_or_else(|p| p.into_inner()).push(file);
+    })?;
+    let mut files = files.into_inner().unwrap_or_else(|p| p.into_inner());
+    files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(Walk { files, ..rest })
+}
+
+/// Walks like [`walk`] but hands each file to `on_file` as soon as it is found, on the walker's
+/// threads, so the caller's work overlaps the walk. Returns the rest of the walk (no `files`).
+pub fn walk_each(
+    repo: &Repo,
+    config: &Config,
+    start: &Path,
+    opts: &WalkOptions,
+    on_file: impl Fn(WalkedFile) + Sync,
+) -> Result<Walk, WalkError> {
     let mut builder = WalkBuilder::new(start);
     builder.threads(rayon::current_num_threads().max(1));
     // Behave like ripgrep run inside the repository: honour .gitignore even before `git init`
@@ -72,6 +90,7 @@ pub fn walk(repo: &Repo, config: &Config, start: &Path, opts: &WalkOptions) -> R
 
     let max = config.max_file_size;
     let found = Mutex::new(Walk::default());
+    let on_file = &on_file;
     builder.build_parallel().run(|| {
         let found = &found;
         Box::new(move |entry| {
@@ -85,9 +104,8 @@ pub fn walk(repo: &Repo, config: &Config, start: &Path, opts: &WalkOptions) -> R
             }
             let Ok(meta) = entry.metadata() else { return WalkState::Continue };
             let Some(rel) = repo.relative(entry.path()) else { return WalkState::Continue };
-            let mut walk = found.lock().unwrap_or_else(|p| p.into_inner());
             if meta.len() > max {
-                walk.too_large.push((rel, meta.len()));
+                found.lock().unwrap_or_else(|p| p.into_inner()).too_large.push((rel, meta.len()));
             } else {
                 let mtime_ns = meta
                     .modified()
@@ -95,18 +113,16 @@ pub fn walk(repo: &Repo, config: &Config, start: &Path, opts: &WalkOptions) -> R
                     .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
                     .map(|d| d.as_nanos() as i64)
                     .unwrap_or(0);
-                walk.files.push(WalkedFile { abs: entry.into_path(), rel, size: meta.len(), mtime_ns });
+                on_file(WalkedFile { abs: entry.into_path(), rel, size: meta.len(), mtime_ns });
             }
             WalkState::Continue
         })
     });
     let mut walk = found.into_inner().unwrap_or_else(|p| p.into_inner());
-    walk.files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
     walk.too_large.sort();
     Ok(walk)
 }
 
-/// True when the first 8 KiB hold a NUL byte: the same heuristic git and ripgrep use.
 pub fn looks_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(8192)].contains(&0)
 }

@@ -117,25 +117,45 @@ pub fn occurrences(
     out
 }
 
-/// Reads source lines for the references on the current page, one file at a time.
+/// Reads source lines for the references on the current page, one file at a time. References
+/// come in position order, so each file is read once and scanned forward for line breaks.
 struct LineCache<'w> {
     ws: &'w Workspace,
     rel: String,
-    lines: Vec<String>,
+    bytes: Vec<u8>,
+    /// `at` is where 1-based line `line` starts.
+    line: u32,
+    at: usize,
 }
 
 impl<'w> LineCache<'w> {
     fn new(ws: &'w Workspace) -> Self {
-        LineCache { ws, rel: String::new(), lines: Vec::new() }
+        LineCache { ws, rel: String::new(), bytes: Vec::new(), line: 1, at: 0 }
     }
 
     fn line(&mut self, rel: &str, line: u32) -> String {
         if self.rel != rel {
-            self.rel = rel.to_owned();
-            let bytes = std::fs::read(self.ws.repo.root().join(rel)).unwrap_or_default();
-            self.lines = String::from_utf8_lossy(&bytes).lines().map(str::to_owned).collect();
+            rel.clone_into(&mut self.rel);
+            self.bytes = std::fs::read(self.ws.repo.root().join(rel)).unwrap_or_default();
+            (self.line, self.at) = (1, 0);
         }
-        let text = self.lines.get(line.saturating_sub(1) as usize).map(|l| l.trim()).unwrap_or("");
+        if line < self.line {
+            (self.line, self.at) = (1, 0);
+        }
+        if self.line < line {
+            let newlines_to_skip = (line - self.line - 1) as usize;
+            match memchr::memchr_iter(b'\n', &self.bytes[self.at..]).nth(newlines_to_skip) {
+                Some(i) => {
+                    self.at += i + 1;
+                    self.line = line;
+                }
+                None => return String::new(),
+            }
+        }
+        let rest = &self.bytes[self.at..];
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let text = String::from_utf8_lossy(&rest[..end]);
+        let text = text.trim();
         match text.char_indices().nth(400) {
             Some((i, _)) => format!("{}…", &text[..i]),
             None => text.to_owned(),

@@ -1,9 +1,11 @@
 //! `search_text`: ripgrep's engine in-process (grep-searcher + grep-regex over the shared walk).
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
 use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use rayon::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -16,8 +18,6 @@ pub const DEFAULT_MAX_RESULTS: usize = 100;
 const MAX_CONTEXT_LINES: u32 = 20;
 /// Longer matched or context lines are cut (minified code has megabyte lines).
 const MAX_LINE_CHARS: usize = 400;
-/// Files searched together before checking whether enough matches were found.
-const BATCH_FILES: usize = 256;
 
 /// One pattern, or several searched in the same pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -120,32 +120,24 @@ pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<Searc
 
     let start_rel = ws.scope_prefix(params.path.as_deref())?;
     let start = ws.repo.root().join(&start_rel);
-    let walked = walk::walk(&ws.repo, &ws.config, &start, &WalkOptions { file_type: params.file_type.as_deref() })
-        .map_err(|e| ws.invalid_argument("file_type", &e.to_string()))?;
-
     let context = params.context_lines.unwrap_or(0).min(MAX_CONTEXT_LINES) as usize;
     let offset = params.offset.unwrap_or(0);
     let max_results = params.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
     let wanted = offset.saturating_add(max_results).saturating_add(1);
 
-    let mut found: Vec<TextMatch> = Vec::new();
-    let mut binary: Vec<String> = Vec::new();
-    let mut files_searched = 0;
-    for batch in walked.files.chunks(BATCH_FILES) {
-        let results: Vec<FileResult> =
-            batch.par_iter().map(|f| search_file(f, &patterns, &matchers, context)).collect();
-        for r in results {
-            files_searched += 1;
-            if r.binary {
-                binary.push(r.rel);
-            } else {
-                found.extend(r.matches);
-            }
-        }
-        if found.len() >= wanted {
-            break;
-        }
-    }
+    // Files are searched on the walker's threads as they are found; the collector keeps the
+    // first `wanted` matches in path order, so pages are stable whatever the thread timing.
+    let collector = Mutex::new(Collector::new(wanted));
+    let walked =
+        walk::walk_each(&ws.repo, &ws.config, &start, &WalkOptions { file_type: params.file_type.as_deref() }, |f| {
+            let result = search_file(&f, &patterns, &matchers, context);
+            collector.lock().unwrap_or_else(|p| p.into_inner()).add(result);
+        })
+        .map_err(|e| ws.invalid_argument("file_type", &e.to_string()))?;
+    let Collector { by_file, binary, files_searched, .. } = collector.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut binary = binary;
+    binary.sort();
+    let found: Vec<TextMatch> = by_file.into_values().flatten().collect();
 
     let total_seen = found.len();
     let page = take_page(found.into_iter().skip(offset), offset, max_results, MAX_RESPONSE_BYTES);
@@ -162,6 +154,45 @@ pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<Searc
         truncation_warning: page.truncated.then(|| ws.truncation_warning()),
         skipped: SkippedFiles::new(walked.too_large, binary, ws.config.max_file_size),
     })
+}
+
+/// The first `wanted` matches in path order, from files arriving in any order.
+struct Collector {
+    wanted: usize,
+    by_file: BTreeMap<String, Vec<TextMatch>>,
+    kept: usize,
+    binary: Vec<String>,
+    files_searched: usize,
+}
+
+impl Collector {
+    fn new(wanted: usize) -> Self {
+        Collector { wanted, by_file: BTreeMap::new(), kept: 0, binary: Vec::new(), files_searched: 0 }
+    }
+
+    fn add(&mut self, result: FileResult) {
+        self.files_searched += 1;
+        if result.binary {
+            self.binary.push(result.rel);
+            return;
+        }
+        if result.matches.is_empty() {
+            return;
+        }
+        // Once enough matches are held, a file sorting after all of them cannot make the page.
+        if self.kept >= self.wanted && self.by_file.last_key_value().is_some_and(|(last, _)| result.rel > *last) {
+            return;
+        }
+        self.kept += result.matches.len();
+        self.by_file.insert(result.rel, result.matches);
+        while let Some((_, last)) = self.by_file.last_key_value() {
+            if self.kept - last.len() < self.wanted {
+                break;
+            }
+            self.kept -= last.len();
+            self.by_file.pop_last();
+        }
+    }
 }
 
 struct FileResult {
@@ -261,5 +292,57 @@ fn line_text(bytes: &[u8]) -> String {
     match text.char_indices().nth(MAX_LINE_CHARS) {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(rel: &str, lines: &[u64]) -> FileResult {
+        let matches = lines
+            .iter()
+            .map(|&line| TextMatch {
+                pattern: "p".into(),
+                file: rel.into(),
+                line,
+                column: 1,
+                text: String::new(),
+                before: Vec::new(),
+                after: Vec::new(),
+            })
+            .collect();
+        FileResult { rel: rel.into(), binary: false, matches }
+    }
+
+    fn kept(c: &Collector) -> Vec<(String, u64)> {
+        c.by_file.values().flatten().map(|m| (m.file.clone(), m.line)).collect()
+    }
+
+    #[test]
+    fn collector_keeps_the_first_matches_in_path_order_whatever_the_arrival_order() {
+        let files = [("a.rs", vec![1, 2]), ("b.rs", vec![3]), ("c.rs", vec![4, 5]), ("d.rs", vec![6])];
+        let mut forward = Collector::new(3);
+        let mut backward = Collector::new(3);
+        for (rel, lines) in &files {
+            forward.add(result(rel, lines));
+        }
+        for (rel, lines) in files.iter().rev() {
+            backward.add(result(rel, lines));
+        }
+        let expected = vec![("a.rs".to_owned(), 1), ("a.rs".to_owned(), 2), ("b.rs".to_owned(), 3)];
+        assert_eq!(kept(&forward), expected);
+        assert_eq!(kept(&backward), expected);
+        assert_eq!(forward.files_searched, 4);
+    }
+
+    #[test]
+    fn collector_records_binary_files_and_counts_files_without_matches() {
+        let mut c = Collector::new(10);
+        c.add(FileResult { rel: "x.bin".into(), binary: true, matches: Vec::new() });
+        c.add(result("empty.rs", &[]));
+        assert_eq!(c.binary, vec!["x.bin".to_owned()]);
+        assert_eq!(c.files_searched, 2);
+        assert!(c.by_file.is_empty());
     }
 }
