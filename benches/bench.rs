@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use git_code_intel::lang::Lang;
 use git_code_intel::tools::definitions::{FindDefinitionsParams, find_definitions};
 use git_code_intel::tools::references::{FindReferencesParams, find_references};
-use git_code_intel::lang::Lang;
 use git_code_intel::workspace::Workspace;
 use git_code_intel::{syntax, walk};
 

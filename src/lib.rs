@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod config;
 pub mod contract;
+pub mod engine;
 pub mod index;
 pub mod lang;
 pub mod mcp;

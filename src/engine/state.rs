@@ -1,0 +1,202 @@
+//! The state of one session: what the orchestrator keeps, and what goes into a checkpoint.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::phase::{Phase, ReadyStep};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Intent {
+    Implement,
+    Modify,
+    Investigate,
+    Question,
+}
+
+impl Intent {
+    pub fn parse(s: &str) -> Option<Intent> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "IMPLEMENT" => Some(Intent::Implement),
+            "MODIFY" => Some(Intent::Modify),
+            "INVESTIGATE" => Some(Intent::Investigate),
+            "QUESTION" => Some(Intent::Question),
+            _ => None,
+        }
+    }
+
+    /// INVESTIGATE and QUESTION end after exploration; there is no READY for them.
+    pub fn implements(self) -> bool {
+        matches!(self, Intent::Implement | Intent::Modify)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateLevel {
+    #[default]
+    Auto,
+    Full,
+}
+
+impl GateLevel {
+    /// `auto`/`a` and `full`/`f`, any case.
+    pub fn parse(s: &str) -> Option<GateLevel> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "a" => Some(GateLevel::Auto),
+            "full" | "f" => Some(GateLevel::Full),
+            _ => None,
+        }
+    }
+}
+
+/// The options a session starts with (the skill's command flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Flags {
+    pub gate_level: GateLevel,
+    pub fast: bool,
+    pub quick: bool,
+    pub no_verify: bool,
+    pub no_quality: bool,
+    pub no_doc_research: bool,
+    pub no_intervention: bool,
+    pub only_explore: bool,
+    pub only_verify: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ItemStatus {
+    Pending,
+    Done,
+    Skipped,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChecklistItem {
+    pub item: String,
+    pub status: ItemStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    Pending,
+    Completed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: String,
+    pub description: String,
+    pub status: TaskStatus,
+    #[serde(default)]
+    pub checklist: Vec<ChecklistItem>,
+    #[serde(default)]
+    pub failure_count: u32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub revert_reason: String,
+}
+
+/// The safety-valve counters; `failure_count` is per task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Counters {
+    /// Failed verifications since the last intervention.
+    pub verification_failure_count: u32,
+    pub quality_revert_count: u32,
+    pub intervention_count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseState {
+    pub current_phase: Phase,
+    pub step: u8,
+    pub ready_substep: Option<ReadyStep>,
+}
+
+/// Everything the orchestrator knows about a session. Serialized as the checkpoint's
+/// `orchestrator_state`; the phase summaries travel next to it as `phase_payloads`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionState {
+    pub session_id: String,
+    pub intent: Intent,
+    pub query: String,
+    pub flags: Flags,
+    pub phase_state: PhaseState,
+    /// `continue` when the user chose to stay on the current branch.
+    pub branch_policy: Option<String>,
+    /// The `llm_task_*` branch of this session, once created, and the branch it came from.
+    pub task_branch: Option<String>,
+    pub base_branch: Option<String>,
+    pub counters: Counters,
+    pub compaction_count: u64,
+    pub tasks: Vec<Task>,
+    pub completed_steps: Vec<u8>,
+    /// Files the agent may write in READY.
+    pub explored_files: BTreeSet<String>,
+    /// git-code-intel tools the server served in the current phase.
+    pub tools_called: BTreeSet<String>,
+    /// Why the session came back to READY planning, shown in the instruction.
+    pub revert_reason: Option<String>,
+    pub quality_review_passed: bool,
+    pub forced_completion: bool,
+    pub created_at: String,
+}
+
+impl SessionState {
+    pub fn phase(&self) -> Phase {
+        self.phase_state.current_phase
+    }
+
+    pub fn ready_step(&self) -> Option<ReadyStep> {
+        self.phase_state.ready_substep
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.phase() == Phase::SessionComplete
+    }
+
+    /// Moves to `phase` (and READY substep), forgetting the tools called in the old phase.
+    pub fn enter(&mut self, phase: Phase, ready: Option<ReadyStep>) {
+        let step = super::phase::step(self.phase(), self.ready_step());
+        if !self.completed_steps.contains(&step) {
+            self.completed_steps.push(step);
+        }
+        let ready = if phase == Phase::Ready { ready.or(Some(ReadyStep::Plan)) } else { None };
+        self.phase_state =
+            PhaseState { current_phase: phase, step: super::phase::step(phase, ready), ready_substep: ready };
+        self.tools_called.clear();
+    }
+
+    pub fn pending_tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.iter().filter(|t| t.status == TaskStatus::Pending)
+    }
+}
+
+/// A checkpoint: the orchestrator state plus the summary of each accepted phase (only the
+/// summaries, never the rest of a payload).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub orchestrator_state: SessionState,
+    /// `step_05_EXPLORATION` → `{ "summary": … }`
+    pub phase_payloads: BTreeMap<String, SummaryRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryRecord {
+    pub summary: String,
+}
+
+impl Checkpoint {
+    /// The summaries as a flat map, the `phase_summaries` of a response.
+    pub fn summaries(&self) -> BTreeMap<String, String> {
+        self.phase_payloads.iter().map(|(k, v)| (k.clone(), v.summary.clone())).collect()
+    }
+}
