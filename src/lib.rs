@@ -1,13 +1,16 @@
 //! git-code-intel: code intelligence for coding agents. See `docs/ARCHITECTURE.md` for the map.
 
+pub mod branches;
 pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod engine;
+pub mod gitstore;
 pub mod index;
 pub mod lang;
 pub mod mcp;
 pub mod repo;
+pub mod session;
 pub mod syntax;
 pub mod tools;
 pub mod walk;

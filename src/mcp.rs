@@ -9,6 +9,8 @@ use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{CallToolResponse, CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
+use crate::engine::state::Flags;
+use crate::session::{SessionResult, Sessions, StartRequest};
 use crate::tools::definitions::{FindDefinitionsOutput, FindDefinitionsParams};
 use crate::tools::function_at_line::{GetFunctionAtLineOutput, GetFunctionAtLineParams};
 use crate::tools::impact::{AnalyzeImpactOutput, AnalyzeImpactParams};
@@ -31,27 +33,113 @@ impl IntoCallToolResult for ToolError {
 #[derive(Clone)]
 pub struct CodeIntelServer {
     ws: Arc<Workspace>,
+    sessions: Arc<Sessions>,
     tool_router: ToolRouter<Self>,
 }
 
 impl CodeIntelServer {
     pub fn new(ws: Workspace) -> Self {
-        CodeIntelServer { ws: Arc::new(ws), tool_router: Self::tool_router() }
+        let sessions = Sessions::open(&ws);
+        CodeIntelServer { ws: Arc::new(ws), sessions: Arc::new(sessions), tool_router: Self::tool_router() }
     }
 
-    /// Runs a tool on the blocking pool: parsing and searching are CPU-bound.
+    /// Runs a code-intelligence tool on the blocking pool (parsing and searching are
+    /// CPU-bound) and records the call, with the files it returned, for the active session.
     /// (The rmcp macros derive the outputSchema only from a literal `Result<Json<T>, E>` return
     /// type, so the tool methods below spell it out.)
-    async fn run<T: Send + 'static>(
+    async fn run<T: Send + serde::Serialize + 'static>(
         &self,
+        name: &'static str,
         f: impl FnOnce(&Workspace) -> ToolResult<T> + Send + 'static,
     ) -> Result<Json<T>, ToolError> {
         let ws = Arc::clone(&self.ws);
-        match tokio::task::spawn_blocking(move || f(&ws)).await {
+        let sessions = Arc::clone(&self.sessions);
+        let task = move || {
+            let result = f(&ws);
+            let output = result.as_ref().ok().and_then(|v| serde_json::to_value(v).ok());
+            sessions.record_tool(&ws, name, output.as_ref());
+            result
+        };
+        match tokio::task::spawn_blocking(task).await {
             Ok(result) => result.map(Json),
             Err(e) => Err(ToolError { error: "internal_error".into(), message: format!("tool task failed: {e}") }),
         }
     }
+
+    /// Runs a session tool: its answer is one JSON object, an `isError` result when refused.
+    async fn run_session(
+        &self,
+        name: &'static str,
+        f: impl FnOnce(&Workspace, &Sessions) -> SessionResult + Send + 'static,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let ws = Arc::clone(&self.ws);
+        let sessions = Arc::clone(&self.sessions);
+        let task = move || {
+            sessions.record_tool(&ws, name, None);
+            f(&ws, &sessions)
+        };
+        match tokio::task::spawn_blocking(task).await {
+            Ok(Ok(value)) => Ok(CallToolResult::structured(value)),
+            Ok(Err(value)) => Ok(CallToolResult::structured_error(value)),
+            Err(e) => Err(rmcp::ErrorData::internal_error(format!("session task failed: {e}"), None)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
+pub struct StartSessionParams {
+    /// IMPLEMENT, MODIFY, INVESTIGATE or QUESTION.
+    pub intent: String,
+    /// The user's request, verbatim.
+    pub query: String,
+    /// The repository; only "." (this server's repository) is accepted.
+    pub repo_path: Option<String>,
+    /// auto (a) or full (f): with full, every exploration phase runs whatever Q1-Q3 say.
+    pub gate_level: Option<String>,
+    /// Skip exploration (steps 5-11), keep the task branch.
+    pub fast: Option<bool>,
+    /// Skip exploration, no task branch, no PRE_COMMIT/QUALITY_REVIEW/MERGE.
+    pub quick: Option<bool>,
+    /// Skip POST_IMPL_VERIFY.
+    pub no_verify: Option<bool>,
+    /// Skip QUALITY_REVIEW.
+    pub no_quality: Option<bool>,
+    /// Skip DOCUMENT_RESEARCH.
+    pub no_doc_research: Option<bool>,
+    /// Skip VERIFY_INTERVENTION.
+    pub no_intervention: Option<bool>,
+    /// End after exploration.
+    pub only_explore: Option<bool>,
+    /// Run POST_IMPL_VERIFY only.
+    pub only_verify: Option<bool>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+pub struct SubmitPhaseParams {
+    /// The payload for the current phase, as given by `expected_payload` (an object, or a string
+    /// holding one).
+    pub data: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
+pub struct GetSessionStatusParams {
+    pub repo_path: Option<String>,
+    /// Drop what this server holds in memory for the session and reload it from the checkpoint.
+    pub discard_active: Option<bool>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+pub struct CheckWriteTargetParams {
+    /// The file about to be written, relative to the repository root.
+    pub file_path: String,
+    /// Allow a new file in a directory that holds an explored file (default true).
+    pub allow_new_files: Option<bool>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+pub struct AddExploredFilesParams {
+    /// Files to add to the explored set (READY only).
+    pub files: Vec<String>,
 }
 
 #[tool_router]
@@ -65,7 +153,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<SearchTextParams>,
     ) -> Result<Json<SearchTextOutput>, ToolError> {
-        self.run(move |ws| tools::search_text::search_text(ws, p)).await
+        self.run("search_text", move |ws| tools::search_text::search_text(ws, p)).await
     }
 
     #[tool(
@@ -77,7 +165,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<SearchFilesParams>,
     ) -> Result<Json<SearchFilesOutput>, ToolError> {
-        self.run(move |ws| tools::search_files::search_files(ws, p)).await
+        self.run("search_files", move |ws| tools::search_files::search_files(ws, p)).await
     }
 
     #[tool(
@@ -89,7 +177,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<FindDefinitionsParams>,
     ) -> Result<Json<FindDefinitionsOutput>, ToolError> {
-        self.run(move |ws| tools::definitions::find_definitions(ws, p)).await
+        self.run("find_definitions", move |ws| tools::definitions::find_definitions(ws, p)).await
     }
 
     #[tool(
@@ -101,7 +189,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<FindReferencesParams>,
     ) -> Result<Json<FindReferencesOutput>, ToolError> {
-        self.run(move |ws| tools::references::find_references(ws, p)).await
+        self.run("find_references", move |ws| tools::references::find_references(ws, p)).await
     }
 
     #[tool(
@@ -113,7 +201,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<GetSymbolsParams>,
     ) -> Result<Json<GetSymbolsOutput>, ToolError> {
-        self.run(move |ws| tools::symbols::get_symbols(ws, p)).await
+        self.run("get_symbols", move |ws| tools::symbols::get_symbols(ws, p)).await
     }
 
     #[tool(
@@ -125,7 +213,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<AnalyzeStructureParams>,
     ) -> Result<Json<AnalyzeStructureOutput>, ToolError> {
-        self.run(move |ws| tools::structure::analyze_structure(ws, p)).await
+        self.run("analyze_structure", move |ws| tools::structure::analyze_structure(ws, p)).await
     }
 
     #[tool(
@@ -137,7 +225,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<GetFunctionAtLineParams>,
     ) -> Result<Json<GetFunctionAtLineOutput>, ToolError> {
-        self.run(move |ws| tools::function_at_line::get_function_at_line(ws, p)).await
+        self.run("get_function_at_line", move |ws| tools::function_at_line::get_function_at_line(ws, p)).await
     }
 
     #[tool(
@@ -149,7 +237,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<AnalyzeImpactParams>,
     ) -> Result<Json<AnalyzeImpactOutput>, ToolError> {
-        self.run(move |ws| tools::impact::analyze_impact(ws, p)).await
+        self.run("analyze_impact", move |ws| tools::impact::analyze_impact(ws, p)).await
     }
 
     #[tool(
@@ -158,7 +246,83 @@ impl CodeIntelServer {
         annotations(read_only_hint = true)
     )]
     async fn query(&self, Parameters(p): Parameters<QueryParams>) -> Result<Json<QueryOutput>, ToolError> {
-        self.run(move |ws| tools::query::query(ws, p)).await
+        self.run("query", move |ws| tools::query::query(ws, p)).await
+    }
+
+    #[tool(
+        name = "start_session",
+        description = "Start a workflow session (step 1). The server then leads phase by phase: follow each response's instruction and answer with submit_phase in the expected_payload shape."
+    )]
+    async fn start_session(
+        &self,
+        Parameters(p): Parameters<StartSessionParams>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let req = StartRequest {
+            intent: p.intent,
+            query: p.query,
+            repo_path: p.repo_path,
+            gate_level: p.gate_level,
+            flags: Flags {
+                gate_level: Default::default(),
+                fast: p.fast.unwrap_or(false),
+                quick: p.quick.unwrap_or(false),
+                no_verify: p.no_verify.unwrap_or(false),
+                no_quality: p.no_quality.unwrap_or(false),
+                no_doc_research: p.no_doc_research.unwrap_or(false),
+                no_intervention: p.no_intervention.unwrap_or(false),
+                only_explore: p.only_explore.unwrap_or(false),
+                only_verify: p.only_verify.unwrap_or(false),
+            },
+        };
+        self.run_session("start_session", move |ws, s| s.start(ws, req)).await
+    }
+
+    #[tool(
+        name = "submit_phase",
+        description = "The only exit of every phase: send the payload the last response's expected_payload describes (always with summary, and tools_used where asked). The server validates it, decides the next phase and returns its instruction."
+    )]
+    async fn submit_phase(
+        &self,
+        Parameters(p): Parameters<SubmitPhaseParams>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        self.run_session("submit_phase", move |ws, s| s.submit(ws, p.data)).await
+    }
+
+    #[tool(
+        name = "get_session_status",
+        description = "The active session's phase, step, instruction, expected_payload, task progress and phase summaries: use it to recover after a context loss or a restart.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_session_status(
+        &self,
+        Parameters(p): Parameters<GetSessionStatusParams>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let discard = p.discard_active.unwrap_or(false);
+        self.run_session("get_session_status", move |ws, s| s.status(ws, p.repo_path.as_deref(), discard)).await
+    }
+
+    #[tool(
+        name = "check_write_target",
+        description = "Before editing a file: allowed only in READY, and only for explored files (or a new file in an explored directory).",
+        annotations(read_only_hint = true)
+    )]
+    async fn check_write_target(
+        &self,
+        Parameters(p): Parameters<CheckWriteTargetParams>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let allow_new = p.allow_new_files.unwrap_or(true);
+        self.run_session("check_write_target", move |ws, s| s.check_write_target(ws, &p.file_path, allow_new)).await
+    }
+
+    #[tool(
+        name = "add_explored_files",
+        description = "In READY: add files to the explored set so they may be written."
+    )]
+    async fn add_explored_files(
+        &self,
+        Parameters(p): Parameters<AddExploredFilesParams>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        self.run_session("add_explored_files", move |ws, s| s.add_explored_files(ws, &p.files)).await
     }
 }
 
@@ -170,7 +334,8 @@ impl ServerHandler for CodeIntelServer {
             .with_instructions(
                 "Code intelligence for this repository: search_text, search_files, find_definitions, \
                  find_references, get_symbols, analyze_structure, get_function_at_line, analyze_impact, query. \
-                 All paths are relative to the repository root.",
+                 Workflow: start_session, then submit_phase for every phase (follow each response's \
+                 instruction); get_session_status to recover. All paths are relative to the repository root.",
             )
     }
 }

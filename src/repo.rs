@@ -70,6 +70,45 @@ impl Repo {
         Ok(self.relative(&abs).unwrap_or_default())
     }
 
+    /// Resolves a path that may not exist yet (a file about to be written): the nearest existing
+    /// ancestor is resolved and confined like [`Repo::resolve`], and the rest is appended.
+    /// Returns the repository-relative path and whether it exists.
+    pub fn resolve_maybe_new(&self, user_path: &str) -> Result<(String, bool), PathError> {
+        match self.resolve_relative(user_path) {
+            Ok(rel) => return Ok((rel, true)),
+            Err(PathError::OutsideRepo { path }) => return Err(PathError::OutsideRepo { path }),
+            Err(PathError::NotFound { .. }) => {}
+        }
+        let outside = || PathError::OutsideRepo { path: user_path.to_owned() };
+        let p = Path::new(user_path.trim());
+        let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
+        let mut ancestor = p;
+        loop {
+            let Some(name) = ancestor.file_name() else { return Err(outside()) };
+            missing.push(name);
+            ancestor = ancestor.parent().unwrap_or(Path::new(""));
+            let spelled = ancestor.to_string_lossy();
+            match self.resolve_relative(if spelled.is_empty() { "." } else { spelled.as_ref() }) {
+                Ok(base) => {
+                    let mut rel = base;
+                    for part in missing.iter().rev() {
+                        let part = part.to_string_lossy();
+                        if part == ".." || part == "." {
+                            return Err(outside());
+                        }
+                        if !rel.is_empty() {
+                            rel.push('/');
+                        }
+                        rel.push_str(&part);
+                    }
+                    return Ok((rel, false));
+                }
+                Err(PathError::OutsideRepo { .. }) => return Err(outside()),
+                Err(PathError::NotFound { .. }) => {}
+            }
+        }
+    }
+
     fn lexically_inside(&self, path: &Path) -> bool {
         let mut normal = PathBuf::new();
         for c in path.components() {

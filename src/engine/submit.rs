@@ -365,7 +365,12 @@ pub fn submit(contract: &Contract, session: &Checkpoint, data: &Value, facts: &F
                 "continue" => session.orchestrator_state.branch_policy = Some("continue".into()),
                 "delete" | "merge" => effect = Some(Effect::BranchChoice(choice.to_owned())),
                 _ => {
-                    return Err(reject(contract, &session, &["failures", "BRANCH_INTERVENTION", "invalid_choice"], &[]));
+                    return Err(reject(
+                        contract,
+                        &session,
+                        &["failures", "BRANCH_INTERVENTION", "invalid_choice"],
+                        &[],
+                    ));
                 }
             }
             Next::Phase(flow::after_branch_intervention(&state.flags), None)

@@ -1,0 +1,294 @@
+//! Session state in git, through gix: each checkpoint is a commit under
+//! `refs/code-intel/sessions/<id>` whose tree holds `checkpoint.json`; `refs/code-intel/active`
+//! is a symbolic ref to the one active session; finished sessions are appended to
+//! `refs/code-intel/history`. Every update is a compare-and-swap on the old value and writes a
+//! reflog entry, so two processes can never both believe they advanced the same session.
+
+use std::path::Path;
+
+use gix::bstr::BString;
+use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+use gix::refs::{FullName, Target};
+use gix::{ObjectId, ThreadSafeRepository};
+
+use crate::engine::state::Checkpoint;
+
+pub const SESSIONS_PREFIX: &str = "refs/code-intel/sessions/";
+pub const ACTIVE_REF: &str = "refs/code-intel/active";
+pub const HISTORY_REF: &str = "refs/code-intel/history";
+const CHECKPOINT_FILE: &str = "checkpoint.json";
+const RECORD_FILE: &str = "session.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not a git repository: {0}")]
+    NotGit(String),
+    #[error("another session is active: {0}")]
+    Busy(String),
+    #[error("the session was changed by another process")]
+    Conflict,
+    #[error("the checkpoint cannot be read: {0}")]
+    Corrupt(String),
+    #[error("git: {0}")]
+    Git(String),
+}
+
+fn git<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError::Git(e.to_string())
+}
+
+/// The active session as stored: the checkpoint and the commit holding it.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub commit: ObjectId,
+    pub checkpoint: Checkpoint,
+}
+
+pub struct SessionStore {
+    repo: ThreadSafeRepository,
+}
+
+impl SessionStore {
+    pub fn open(root: &Path) -> Result<SessionStore, StoreError> {
+        let repo = gix::open(root).map_err(|e| StoreError::NotGit(e.to_string()))?;
+        Ok(SessionStore { repo: repo.into_sync() })
+    }
+
+    fn repo(&self) -> gix::Repository {
+        self.repo.to_thread_local()
+    }
+
+    /// The session `refs/code-intel/active` points at, if any.
+    pub fn active(&self) -> Result<Option<Stored>, StoreError> {
+        let repo = self.repo();
+        let Some(active) = repo.try_find_reference(ACTIVE_REF).map_err(git)? else { return Ok(None) };
+        let session_ref = match active.target() {
+            gix::refs::TargetRef::Symbolic(name) => name.as_bstr().to_string(),
+            gix::refs::TargetRef::Object(_) => {
+                return Err(StoreError::Corrupt(format!("{ACTIVE_REF} is not symbolic")));
+            }
+        };
+        let Some(mut reference) = repo.try_find_reference(session_ref.as_str()).map_err(git)? else {
+            return Err(StoreError::Corrupt(format!("{ACTIVE_REF} points at missing {session_ref}")));
+        };
+        let commit = reference.peel_to_commit().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let tree = commit.tree().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let entry = tree
+            .find_entry(CHECKPOINT_FILE)
+            .ok_or_else(|| StoreError::Corrupt(format!("no {CHECKPOINT_FILE} in {session_ref}")))?;
+        let blob = entry.object().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let checkpoint: Checkpoint =
+            serde_json::from_slice(&blob.data).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(Some(Stored { commit: commit.id, checkpoint }))
+    }
+
+    /// Creates the session's ref and claims `refs/code-intel/active` in one transaction: if
+    /// another session holds it, nothing is written.
+    pub fn create(&self, checkpoint: &Checkpoint) -> Result<ObjectId, StoreError> {
+        let repo = self.repo();
+        let id = &checkpoint.orchestrator_state.session_id;
+        let name = session_ref(id)?;
+        let commit = write_checkpoint(&repo, checkpoint, None, &format!("start session {id}"))?;
+        let edits = vec![
+            update(ACTIVE_REF, PreviousValue::MustNotExist, Target::Symbolic(name.clone()), "claim active session")?,
+            update(name.as_bstr().to_string().as_str(), PreviousValue::MustNotExist, Target::Object(commit), "start")?,
+        ];
+        match apply(&repo, edits) {
+            Ok(()) => Ok(commit),
+            Err(e) => match self.active() {
+                Ok(Some(other)) => Err(StoreError::Busy(other.checkpoint.orchestrator_state.session_id)),
+                _ => Err(e),
+            },
+        }
+    }
+
+    /// Writes the next checkpoint on top of `previous`; fails with [`StoreError::Conflict`]
+    /// when the session ref has moved since.
+    pub fn save(&self, previous: ObjectId, checkpoint: &Checkpoint, message: &str) -> Result<ObjectId, StoreError> {
+        let repo = self.repo();
+        let name = session_ref(&checkpoint.orchestrator_state.session_id)?;
+        let commit = write_checkpoint(&repo, checkpoint, Some(previous), message)?;
+        let edit = update(
+            name.as_bstr().to_string().as_str(),
+            PreviousValue::MustExistAndMatch(Target::Object(previous)),
+            Target::Object(commit),
+            message,
+        )?;
+        apply(&repo, vec![edit]).map_err(|_| StoreError::Conflict)?;
+        Ok(commit)
+    }
+
+    /// Ends the session: appends a record to the history, then removes the session ref and the
+    /// active claim (only if they are still what this process last saw).
+    pub fn finish(&self, previous: ObjectId, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let repo = self.repo();
+        let state = &checkpoint.orchestrator_state;
+        let record = serde_json::json!({
+            "session_id": state.session_id,
+            "intent": state.intent,
+            "query": state.query,
+            "flags": state.flags,
+            "created_at": state.created_at,
+            "completed_steps": state.completed_steps,
+            "tasks": state.tasks.iter().map(|t| serde_json::json!({"id": t.id, "status": t.status})).collect::<Vec<_>>(),
+            "counters": state.counters,
+            "forced_completion": state.forced_completion,
+            "last_checkpoint": previous.to_string(),
+        });
+        self.append_history(&repo, &record)?;
+        let name = session_ref(&state.session_id)?;
+        let edits = vec![
+            delete(name.as_bstr().to_string().as_str(), PreviousValue::MustExistAndMatch(Target::Object(previous)))?,
+            delete(ACTIVE_REF, PreviousValue::MustExistAndMatch(Target::Symbolic(name)))?,
+        ];
+        apply(&repo, edits).map_err(|_| StoreError::Conflict)
+    }
+
+    fn append_history(&self, repo: &gix::Repository, record: &serde_json::Value) -> Result<(), StoreError> {
+        let text = serde_json::to_vec_pretty(record).map_err(git)?;
+        for _ in 0..5 {
+            let parent = repo
+                .try_find_reference(HISTORY_REF)
+                .map_err(git)?
+                .and_then(|r| r.target().try_id().map(ToOwned::to_owned));
+            let blob = repo.write_blob(&text).map_err(git)?.detach();
+            let tree = single_file_tree(repo, RECORD_FILE, blob)?;
+            let id = record["session_id"].as_str().unwrap_or("?");
+            let commit = write_commit(repo, tree, parent, &format!("completed session {id}"))?;
+            let expected = match parent {
+                Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
+                None => PreviousValue::MustNotExist,
+            };
+            if apply(repo, vec![update(HISTORY_REF, expected, Target::Object(commit), "record completed session")?])
+                .is_ok()
+            {
+                return Ok(());
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+
+    /// Removes every session checkpoint and the active claim. Returns how many sessions it removed.
+    pub fn clean(&self) -> Result<usize, StoreError> {
+        let repo = self.repo();
+        let mut names = Vec::new();
+        let platform = repo.references().map_err(git)?;
+        for r in platform.prefixed(SESSIONS_PREFIX).map_err(git)?.flatten() {
+            names.push(r.name().as_bstr().to_string());
+        }
+        let mut edits = Vec::new();
+        if repo.try_find_reference(ACTIVE_REF).map_err(git)?.is_some() {
+            edits.push(delete(ACTIVE_REF, PreviousValue::MustExist)?);
+        }
+        for n in &names {
+            edits.push(delete(n, PreviousValue::MustExist)?);
+        }
+        if !edits.is_empty() {
+            apply(&repo, edits)?;
+        }
+        Ok(names.len())
+    }
+
+    /// The `llm_task_*` branches that exist now.
+    pub fn task_branches(&self) -> Result<Vec<String>, StoreError> {
+        let repo = self.repo();
+        let platform = repo.references().map_err(git)?;
+        let mut out: Vec<String> = platform
+            .prefixed("refs/heads/llm_task_")
+            .map_err(git)?
+            .flatten()
+            .map(|r| r.name().shorten().to_string())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+}
+
+fn session_ref(id: &str) -> Result<FullName, StoreError> {
+    FullName::try_from(format!("{SESSIONS_PREFIX}{id}"))
+        .map_err(|e| StoreError::Git(format!("bad session id '{id}': {e}")))
+}
+
+fn write_checkpoint(
+    repo: &gix::Repository,
+    checkpoint: &Checkpoint,
+    parent: Option<ObjectId>,
+    message: &str,
+) -> Result<ObjectId, StoreError> {
+    let json = serde_json::to_vec_pretty(checkpoint).map_err(git)?;
+    let blob = repo.write_blob(&json).map_err(git)?.detach();
+    let tree = single_file_tree(repo, CHECKPOINT_FILE, blob)?;
+    write_commit(repo, tree, parent, message)
+}
+
+fn single_file_tree(repo: &gix::Repository, name: &str, blob: ObjectId) -> Result<ObjectId, StoreError> {
+    let tree = gix::objs::Tree {
+        entries: vec![gix::objs::tree::Entry {
+            mode: gix::objs::tree::EntryKind::Blob.into(),
+            filename: name.into(),
+            oid: blob,
+        }],
+    };
+    Ok(repo.write_object(&tree).map_err(git)?.detach())
+}
+
+fn write_commit(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    parent: Option<ObjectId>,
+    message: &str,
+) -> Result<ObjectId, StoreError> {
+    let sig = signature(repo);
+    let commit = gix::objs::Commit {
+        tree,
+        parents: parent.into_iter().collect(),
+        author: sig.clone(),
+        committer: sig,
+        encoding: None,
+        message: format!("git-code-intel: {message}\n").into(),
+        extra_headers: Vec::new(),
+    };
+    Ok(repo.write_object(&commit).map_err(git)?.detach())
+}
+
+/// The configured committer, or `git-code-intel <git-code-intel@localhost>`.
+fn signature(repo: &gix::Repository) -> gix::actor::Signature {
+    match repo.committer() {
+        Some(Ok(s)) => s.to_owned().unwrap_or_else(|_| fallback_signature()),
+        _ => fallback_signature(),
+    }
+}
+
+fn fallback_signature() -> gix::actor::Signature {
+    gix::actor::Signature {
+        name: "git-code-intel".into(),
+        email: "git-code-intel@localhost".into(),
+        time: gix::date::Time::now_local_or_utc(),
+    }
+}
+
+fn update(name: &str, expected: PreviousValue, new: Target, message: &str) -> Result<RefEdit, StoreError> {
+    Ok(RefEdit {
+        change: Change::Update {
+            log: LogChange { mode: RefLog::AndReference, force_create_reflog: true, message: BString::from(message) },
+            expected,
+            new,
+        },
+        name: FullName::try_from(name).map_err(git)?,
+        deref: false,
+    })
+}
+
+fn delete(name: &str, expected: PreviousValue) -> Result<RefEdit, StoreError> {
+    Ok(RefEdit {
+        change: Change::Delete { expected, log: RefLog::AndReference },
+        name: FullName::try_from(name).map_err(git)?,
+        deref: false,
+    })
+}
+
+fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), StoreError> {
+    let sig = signature(repo);
+    let mut buf = gix::date::parse::TimeBuf::default();
+    repo.edit_references_as(edits, Some(sig.to_ref(&mut buf))).map(|_| ()).map_err(git)
+}

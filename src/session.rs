@@ -1,0 +1,442 @@
+//! The session adapter: runs the pure [`crate::engine`] against the git-stored session.
+//!
+//! Every operation reads the active session from `refs/code-intel/*` ([`crate::gitstore`]),
+//! gathers the facts the engine needs (the tools this process served in the current phase,
+//! the evidence files, the work tree), calls the engine, carries out its effect, and writes the
+//! next checkpoint with a compare-and-swap. The git ref is the source of truth, so a restarted
+//! server resumes where the last one stopped and two servers cannot both advance a session.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use serde_json::{Map, Value, json};
+
+use crate::engine::evidence::EvidenceFile;
+use crate::engine::phase::{self, Phase};
+use crate::engine::state::{Checkpoint, Flags, GateLevel, Intent};
+use crate::engine::submit::{self, Effect, Facts, StartParams};
+use crate::engine::{self as engine_api, WriteAllowed};
+use crate::gitstore::{SessionStore, StoreError, Stored};
+use crate::repo::PathError;
+use crate::workspace::Workspace;
+
+/// A failed effect: the contract path of its failure message, and the placeholders.
+type EffectFailure = (Vec<&'static str>, Vec<(&'static str, String)>);
+
+/// A session tool's answer: the JSON object for `structuredContent`, success or error.
+pub type SessionResult = Result<Value, Value>;
+
+/// The tools this process served, and the files they returned, in one phase of one session.
+#[derive(Debug, Default)]
+struct ToolRecord {
+    session_id: String,
+    step_key: String,
+    tools: BTreeSet<String>,
+    files: BTreeSet<String>,
+}
+
+pub struct Sessions {
+    store: Result<SessionStore, String>,
+    record: Mutex<ToolRecord>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StartRequest {
+    pub intent: String,
+    pub query: String,
+    pub repo_path: Option<String>,
+    pub gate_level: Option<String>,
+    pub flags: Flags,
+}
+
+impl Sessions {
+    pub fn open(ws: &Workspace) -> Sessions {
+        let store = SessionStore::open(ws.repo.root()).map_err(|e| e.to_string());
+        Sessions { store, record: Mutex::new(ToolRecord::default()) }
+    }
+
+    fn store(&self, ws: &Workspace) -> Result<&SessionStore, Value> {
+        self.store.as_ref().map_err(|e| error(ws, "git_required", &format!("Sessions are stored in git: {e}")))
+    }
+
+    fn active(&self, ws: &Workspace) -> Result<Option<Stored>, Value> {
+        match self.store(ws)?.active() {
+            Ok(s) => Ok(s),
+            Err(StoreError::Corrupt(e)) => {
+                tracing::warn!("checkpoint unreadable: {e}");
+                Err(session_message(ws, "checkpoint_restore_failed", &[]))
+            }
+            Err(e) => Err(error(ws, "git_error", &e.to_string())),
+        }
+    }
+
+    fn require_active(&self, ws: &Workspace) -> Result<Stored, Value> {
+        self.active(ws)?.ok_or_else(|| session_message(ws, "no_active_session", &[]))
+    }
+
+    pub fn start(&self, ws: &Workspace, req: StartRequest) -> SessionResult {
+        let store = self.store(ws)?;
+        let Some(intent) = Intent::parse(&req.intent) else {
+            return Err(ws_invalid(ws, "intent", "expected IMPLEMENT, MODIFY, INVESTIGATE or QUESTION"));
+        };
+        if req.query.trim().is_empty() {
+            return Err(ws_invalid(ws, "query", "the user's request is required"));
+        }
+        let mut flags = req.flags;
+        flags.gate_level = match req.gate_level.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            None => GateLevel::Auto,
+            Some(g) => {
+                GateLevel::parse(g).ok_or_else(|| ws_invalid(ws, "gate_level", "expected auto (a) or full (f)"))?
+            }
+        };
+        check_repo_path(ws, req.repo_path.as_deref())?;
+        if let Some(existing) = self.active(ws)? {
+            let st = &existing.checkpoint.orchestrator_state;
+            let mut body = session_message(ws, "checkpoint_recovery", &[]);
+            if let Some(o) = body.as_object_mut() {
+                o.insert("error".into(), json!("recovery_available"));
+                o.insert("recovery_available".into(), json!(true));
+                o.insert("session_id".into(), json!(st.session_id));
+                o.insert("phase".into(), json!(st.phase().name()));
+                o.insert("step".into(), json!(st.phase_state.step));
+            }
+            return Err(body);
+        }
+        let stale = store.task_branches().map(|b| !b.is_empty()).unwrap_or(false);
+        let (checkpoint, response) = submit::start(
+            &ws.contract,
+            StartParams {
+                session_id: new_session_id(),
+                intent,
+                query: req.query.trim().to_owned(),
+                flags,
+                created_at: chrono::Utc::now().to_rfc3339(),
+                stale_branches: stale,
+            },
+        );
+        match store.create(&checkpoint) {
+            Ok(_) => {
+                self.reset_record(&checkpoint);
+                Ok(response)
+            }
+            Err(StoreError::Busy(other)) => Err(session_message(ws, "session_active", &[("session_id", &other)])),
+            Err(e) => Err(error(ws, "git_error", &e.to_string())),
+        }
+    }
+
+    pub fn submit(&self, ws: &Workspace, data: Value) -> SessionResult {
+        let data = match data {
+            Value::String(text) => serde_json::from_str::<Value>(&text)
+                .map_err(|e| session_message(ws, "invalid_data", &[("error", &e.to_string())]))?,
+            other => other,
+        };
+        let stored = self.require_active(ws)?;
+        let mut checkpoint = stored.checkpoint.clone();
+        self.merge_record(&mut checkpoint);
+        let facts = Facts { evidence: evidence_facts(ws, &data), semantic_available: false };
+        let accepted = submit::submit(&ws.contract, &checkpoint, &data, &facts).map_err(|r| r.response)?;
+        let old_phase = checkpoint.orchestrator_state.phase();
+        let mut next = accepted.session;
+        if matches!(old_phase, Phase::Verification | Phase::ImpactAnalysis) {
+            add_cited_files(ws, &data, &mut next);
+        }
+        if let Some(effect) = &accepted.effect {
+            self.apply_effect(ws, effect, &mut next).map_err(|failure| {
+                submit::reject(
+                    &ws.contract,
+                    &checkpoint,
+                    &failure.0,
+                    &failure.1.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>(),
+                )
+                .response
+            })?;
+        }
+        let store = self.store(ws)?;
+        let result = if next.orchestrator_state.is_complete() {
+            store.finish(stored.commit, &next)
+        } else {
+            let message = format!(
+                "{} -> {}",
+                phase::summary_key(old_phase, checkpoint.orchestrator_state.ready_step()),
+                phase::summary_key(next.orchestrator_state.phase(), next.orchestrator_state.ready_step())
+            );
+            store.save(stored.commit, &next, &message).map(|_| ())
+        };
+        match result {
+            Ok(()) => {
+                self.reset_record(&next);
+                let mut response = accepted.response;
+                if let Some(o) = response.as_object_mut()
+                    && let Some(branch) = &next.orchestrator_state.task_branch
+                {
+                    o.insert("task_branch".into(), json!(branch));
+                }
+                Ok(response)
+            }
+            Err(StoreError::Conflict) => Err(session_message(ws, "checkpoint_conflict", &[])),
+            Err(e) => Err(error(ws, "git_error", &e.to_string())),
+        }
+    }
+
+    pub fn status(&self, ws: &Workspace, repo_path: Option<&str>, discard_active: bool) -> SessionResult {
+        check_repo_path(ws, repo_path)?;
+        if discard_active {
+            *self.record.lock().unwrap_or_else(|p| p.into_inner()) = ToolRecord::default();
+        }
+        let Some(stored) = self.active(ws)? else {
+            let mut body = session_message(ws, "no_active_session_short", &[]);
+            if let Some(o) = body.as_object_mut() {
+                o.remove("error");
+                o.insert("success".into(), json!(true));
+                o.insert("active".into(), json!(false));
+            }
+            return Ok(body);
+        };
+        let mut checkpoint = stored.checkpoint;
+        self.merge_record(&mut checkpoint);
+        let mut body = submit::status(&ws.contract, &checkpoint);
+        if let Some(o) = body.as_object_mut() {
+            o.insert("active".into(), json!(true));
+            o.insert("phase_summaries".into(), json!(checkpoint.summaries()));
+            o.insert("checkpoint".into(), json!(stored.commit.to_string()));
+        }
+        Ok(body)
+    }
+
+    pub fn check_write_target(&self, ws: &Workspace, file_path: &str, allow_new_files: bool) -> SessionResult {
+        let stored = self.require_active(ws)?;
+        let (rel, exists) = resolve_target(ws, file_path)?;
+        let mut checkpoint = stored.checkpoint;
+        self.merge_record(&mut checkpoint);
+        match engine_api::check_write(&ws.contract, &checkpoint.orchestrator_state, &rel, exists, allow_new_files) {
+            Ok(why) => Ok(json!({
+                "success": true,
+                "allowed": true,
+                "file": rel,
+                "exists": exists,
+                "reason": match why {
+                    WriteAllowed::Explored => "explored",
+                    WriteAllowed::NewFileInExploredDirectory => "new file in an explored directory",
+                },
+            })),
+            Err(m) => Err(json!({
+                "success": false,
+                "allowed": false,
+                "error": m.error,
+                "message": m.message,
+                "file": rel,
+                "phase": checkpoint.orchestrator_state.phase().name(),
+                "hint": ws.contract.message(&["hints", "phase_blocked_hint"], &[]),
+            })),
+        }
+    }
+
+    pub fn add_explored_files(&self, ws: &Workspace, files: &[String]) -> SessionResult {
+        let stored = self.require_active(ws)?;
+        let mut checkpoint = stored.checkpoint.clone();
+        engine_api::check_add_explored(&ws.contract, &checkpoint.orchestrator_state, files)
+            .map_err(|m| json!({"success": false, "error": m.error, "message": m.message}))?;
+        let mut added = Vec::new();
+        for f in files.iter().filter(|f| !f.trim().is_empty()) {
+            let (rel, _) = resolve_target(ws, f)?;
+            if checkpoint.orchestrator_state.explored_files.insert(rel.clone()) {
+                added.push(rel);
+            }
+        }
+        let store = self.store(ws)?;
+        match store.save(stored.commit, &checkpoint, "add explored files") {
+            Ok(_) => Ok(json!({
+                "success": true,
+                "added": added,
+                "explored_files": checkpoint.orchestrator_state.explored_files.len(),
+            })),
+            Err(StoreError::Conflict) => Err(session_message(ws, "checkpoint_conflict", &[])),
+            Err(e) => Err(error(ws, "git_error", &e.to_string())),
+        }
+    }
+
+    /// Notes that `tool` was served, and which files its output named, for the active session's
+    /// current phase. Without an active session there is nothing to record.
+    pub fn record_tool(&self, ws: &Workspace, tool: &str, output: Option<&Value>) {
+        let Ok(store) = &self.store else { return };
+        let Ok(Some(stored)) = store.active() else { return };
+        let st = &stored.checkpoint.orchestrator_state;
+        let key = phase::summary_key(st.phase(), st.ready_step());
+        let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        if record.session_id != st.session_id || record.step_key != key {
+            *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
+        }
+        record.tools.insert(tool.to_owned());
+        if let Some(output) = output
+            && st.phase() != Phase::Ready
+        {
+            let mut found = Vec::new();
+            collect_files(output, None, &mut found);
+            for f in found {
+                if ws.repo.root().join(&f).is_file() {
+                    record.files.insert(f);
+                }
+            }
+        }
+    }
+
+    fn merge_record(&self, checkpoint: &mut Checkpoint) {
+        let st = &mut checkpoint.orchestrator_state;
+        let key = phase::summary_key(st.phase(), st.ready_step());
+        let record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        if record.session_id == st.session_id && record.step_key == key {
+            st.tools_called.extend(record.tools.iter().cloned());
+            st.explored_files.extend(record.files.iter().cloned());
+        }
+    }
+
+    fn reset_record(&self, checkpoint: &Checkpoint) {
+        let st = &checkpoint.orchestrator_state;
+        let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        let key = phase::summary_key(st.phase(), st.ready_step());
+        if record.session_id != st.session_id || record.step_key != key {
+            *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
+        }
+    }
+
+    /// Carries out the engine's git work. On failure returns the contract path of the failure
+    /// and its placeholders.
+    fn apply_effect(
+        &self,
+        ws: &Workspace,
+        effect: &Effect,
+        next: &mut Checkpoint,
+    ) -> Result<(), EffectFailure> {
+        let not_yet = "task-branch commits, merges and branch clean-up arrive with issue 4";
+        match effect {
+            Effect::CreateTaskBranch => {
+                match crate::branches::create_task_branch(ws.repo.root(), &next.orchestrator_state.session_id) {
+                    Ok((branch, base)) => {
+                        next.orchestrator_state.task_branch = Some(branch);
+                        next.orchestrator_state.base_branch = Some(base);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        tracing::warn!("task branch creation failed: {e}");
+                        Err((vec!["failures", "READY", "branch_creation_failed"], vec![]))
+                    }
+                }
+            }
+            Effect::BranchChoice(choice) => Err((
+                vec!["failures", "BRANCH_INTERVENTION", "branch_operation_failed"],
+                vec![("choice", choice.clone()), ("errors", not_yet.to_owned())],
+            )),
+            Effect::Commit { .. } => Err((vec!["failures", "PRE_COMMIT", "finalize_failed"], vec![])),
+            Effect::Merge => Err((vec!["failures", "MERGE", "merge_failed"], vec![])),
+        }
+    }
+}
+
+/// `YYYYMMDD_HHMMSS_` plus 8 hex digits of a hash of the time, the process and a counter, so
+/// two servers starting in the same second still differ (and creation is compare-and-swap).
+fn new_session_id() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = chrono::Utc::now();
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let seed = format!("{}:{}:{n}", now.timestamp_nanos_opt().unwrap_or(0), std::process::id());
+    let hash = blake3::hash(seed.as_bytes()).to_hex();
+    format!("{}_{}", now.format("%Y%m%d_%H%M%S"), &hash.as_str()[..8])
+}
+
+fn check_repo_path(ws: &Workspace, repo_path: Option<&str>) -> Result<(), Value> {
+    let Some(p) = repo_path.map(str::trim).filter(|p| !p.is_empty() && *p != ".") else { return Ok(()) };
+    match ws.repo.resolve_relative(p) {
+        Ok(rel) if rel.is_empty() => Ok(()),
+        _ => Err(ws_invalid(ws, "repo_path", &format!("this server serves {}; use \".\"", ws.repo.root().display()))),
+    }
+}
+
+fn resolve_target(ws: &Workspace, file_path: &str) -> Result<(String, bool), Value> {
+    if file_path.trim().is_empty() {
+        let m = ws.contract.error(&["tool_errors", "query", "no_file_path"], &[]);
+        return Err(json!({"success": false, "error": m.error, "message": m.message}));
+    }
+    ws.repo.resolve_maybe_new(file_path).map_err(|e| {
+        let (key, path) = match &e {
+            PathError::OutsideRepo { path } => ("path_outside_repo", path.clone()),
+            PathError::NotFound { path } => ("path_not_found", path.clone()),
+        };
+        let root = ws.repo.root().display().to_string();
+        let m = ws.contract.error(&["tool_errors", "query", key], &[("path", &path), ("root", &root)]);
+        json!({"success": false, "error": m.error, "message": m.message})
+    })
+}
+
+/// Reads the files the payload's evidence names, confined to the repository.
+fn evidence_facts(ws: &Workspace, data: &Value) -> std::collections::BTreeMap<String, EvidenceFile> {
+    let mut out = std::collections::BTreeMap::new();
+    for path in submit::evidence_paths(data) {
+        let fact = match ws.repo.resolve(&path) {
+            Err(PathError::OutsideRepo { .. }) => EvidenceFile::Outside,
+            Err(PathError::NotFound { .. }) => EvidenceFile::Missing,
+            Ok(abs) if !abs.is_file() => EvidenceFile::Missing,
+            Ok(abs) => match std::fs::read(&abs) {
+                Ok(bytes) if !crate::walk::looks_binary(&bytes) => {
+                    EvidenceFile::Lines(String::from_utf8_lossy(&bytes).lines().map(str::to_owned).collect())
+                }
+                _ => EvidenceFile::Missing,
+            },
+        };
+        out.insert(path, fact);
+    }
+    out
+}
+
+/// Files named in VERIFICATION's evidence or IMPACT_ANALYSIS's summary join the explored set.
+fn add_cited_files(ws: &Workspace, data: &Value, next: &mut Checkpoint) {
+    let mut strings = Vec::new();
+    collect_strings(data, &mut strings);
+    for s in strings {
+        for word in s.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')') {
+            let candidate = submit::normalize_rel(word.trim_matches(|c| c == '`' || c == '\'' || c == '"'));
+            if candidate.is_empty() || candidate.starts_with('/') || candidate.contains("..") {
+                continue;
+            }
+            if ws.repo.root().join(&candidate).is_file() {
+                next.orchestrator_state.explored_files.insert(candidate);
+            }
+        }
+    }
+}
+
+fn collect_strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
+        Value::Object(o) => o.values().for_each(|x| collect_strings(x, out)),
+        _ => {}
+    }
+}
+
+/// Strings under keys named `file`/`path`, or in arrays under `files`.
+fn collect_files(v: &Value, key: Option<&str>, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) if matches!(key, Some("file" | "path" | "files")) => out.push(submit::normalize_rel(s)),
+        Value::Array(a) => a.iter().for_each(|x| collect_files(x, key, out)),
+        Value::Object(o) => o.iter().for_each(|(k, x)| collect_files(x, Some(k.as_str()), out)),
+        _ => {}
+    }
+}
+
+fn session_message(ws: &Workspace, key: &str, vars: &[(&str, &str)]) -> Value {
+    let m = ws.contract.error(&["session_messages", key], vars);
+    json!({"success": false, "error": m.error, "message": m.message})
+}
+
+fn error(_ws: &Workspace, code: &str, message: &str) -> Value {
+    json!({"success": false, "error": code, "message": message})
+}
+
+fn ws_invalid(ws: &Workspace, name: &str, why: &str) -> Value {
+    let m = ws.contract.error(&["tool_errors", "query", "invalid_argument"], &[("name", name), ("error", why)]);
+    let mut o = Map::new();
+    o.insert("success".into(), json!(false));
+    o.insert("error".into(), json!(m.error));
+    o.insert("message".into(), json!(m.message));
+    Value::Object(o)
+}

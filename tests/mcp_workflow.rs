@@ -1,0 +1,503 @@
+//! The workflow end to end: the real binary as an MCP stdio server, driven by rmcp's client,
+//! against real git repositories in temporary directories. Session state is read back from
+//! `refs/code-intel/*` with git itself, and `git fsck` must be clean after every test.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_git-code-intel");
+
+type Client = RunningService<RoleClient, ()>;
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(root)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The project fixture with one commit on `main`.
+fn repo() -> tempfile::TempDir {
+    let dir = common::fixture_repo("project");
+    git(dir.path(), &["checkout", "-q", "-b", "main"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "initial"]);
+    dir
+}
+
+fn fsck_clean(root: &Path) {
+    let out = std::process::Command::new("git").args(["fsck", "--strict"]).current_dir(root).output().unwrap();
+    assert!(out.status.success(), "git fsck: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+async fn connect(root: &Path) -> Client {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("serve").current_dir(root).env("CODE_INTEL_LOG", "warn");
+    let transport = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn server").0;
+    ().serve(transport).await.expect("initialize")
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(map) = args else { panic!("arguments must be an object") };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(map))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+fn structured(result: &CallToolResult) -> Value {
+    let value = result.structured_content.clone().expect("structuredContent");
+    let text = result.content.first().and_then(|c| c.as_text()).expect("text content").text.clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value, "text and structured content differ");
+    value
+}
+
+async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
+    structured(&r)
+}
+
+async fn err(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_eq!(r.is_error, Some(true), "{tool} should fail: {:?}", r.structured_content);
+    structured(&r)
+}
+
+async fn submit(client: &Client, data: Value) -> Value {
+    ok(client, "submit_phase", json!({"data": data})).await
+}
+
+async fn reject(client: &Client, data: Value, error: &str) -> Value {
+    let before = ok(client, "get_session_status", json!({})).await;
+    let r = err(client, "submit_phase", json!({"data": data})).await;
+    assert_eq!(r["error"], error, "{r}");
+    let after = ok(client, "get_session_status", json!({})).await;
+    assert_eq!(before["checkpoint"], after["checkpoint"], "a rejection must not write a checkpoint");
+    assert_eq!((before["phase"].clone(), before["step"].clone()), (after["phase"].clone(), after["step"].clone()));
+    r
+}
+
+async fn start(client: &Client, intent: &str, extra: Value) -> Value {
+    let mut args = json!({"intent": intent, "query": "Make login() refresh the Session token before it expires"});
+    if let (Some(a), Some(e)) = (args.as_object_mut(), extra.as_object()) {
+        a.extend(e.clone());
+    }
+    ok(client, "start_session", args).await
+}
+
+async fn explore(client: &Client) -> Value {
+    ok(client, "find_definitions", json!({"symbol": "login"})).await;
+    ok(client, "search_text", json!({"pattern": "validate_token"})).await;
+    submit(
+        client,
+        json!({
+            "explored_files": ["src/auth.py"], "findings": ["login at src/auth.py"],
+            "tools_used": ["find_definitions", "search_text"], "summary": "login and Session found in src/auth.py"
+        }),
+    )
+    .await
+}
+
+async fn gates_no(client: &Client) -> Value {
+    submit(client, json!({"needs_more_information": false, "reason": "exploration found the code", "tools_used": [], "summary": "q1"})).await;
+    submit(client, json!({"has_unverified_hypotheses": false, "reason": "nothing left unverified", "tools_used": [], "summary": "q2"})).await;
+    submit(
+        client,
+        json!({"needs_impact_analysis": false, "reason": "single function changes", "tools_used": [], "summary": "q3"}),
+    )
+    .await
+}
+
+async fn front(client: &Client) {
+    submit(client, json!({"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "docs read"})).await;
+    submit(
+        client,
+        json!({"action_type": "modify", "target_symbols": ["login"], "scope": "src/auth.py", "constraints": "",
+                          "tools_used": [], "summary": "frame"}),
+    )
+    .await;
+}
+
+fn session_refs(root: &Path) -> String {
+    git(root, &["for-each-ref", "--format=%(refname)", "refs/code-intel/"])
+}
+
+/// Writes a real implementation into src/auth.py and returns its line range.
+fn implement_refresh(root: &Path) -> (usize, usize) {
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let start = text.lines().count() + 2;
+    text.push_str(
+        "\n\ndef refresh_token(session):\n    session.token = issue_token(session.user)\n    return session.token\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    (start, start + 2)
+}
+
+async fn plan_and_implement(client: &Client, root: &Path) -> Value {
+    submit(
+        client,
+        json!({"tasks": [{"id": "t1", "description": "add refresh_token", "status": "pending",
+                                      "checklist": [{"item": "refresh_token in auth.py", "status": "pending"}]}],
+                          "tools_used": [], "summary": "one task"}),
+    )
+    .await;
+    let allowed = ok(client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    assert_eq!(allowed["allowed"], true);
+    let (a, b) = implement_refresh(root);
+    submit(client, json!({"task_id": "t1", "checklist": [{"item": "refresh_token in auth.py", "status": "done", "evidence": format!("src/auth.py:{a}-{b}")}],
+                          "tools_used": ["check_write_target"], "summary": "refresh_token added"})).await;
+    submit(client, json!({"summary": "all tasks done"})).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn investigation_flow_to_session_complete() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    let r = start(&client, "INVESTIGATE", json!({})).await;
+    assert_eq!((r["phase"].as_str(), r["step"].as_u64()), (Some("DOCUMENT_RESEARCH"), Some(3)));
+    let id = r["session_id"].as_str().unwrap().to_owned();
+    assert!(session_refs(root).contains(&format!("refs/code-intel/sessions/{id}")));
+    assert_eq!(git(root, &["symbolic-ref", "refs/code-intel/active"]), format!("refs/code-intel/sessions/{id}"));
+    front(&client).await;
+    explore(&client).await;
+    let r = gates_no(&client).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE");
+    assert_eq!(r["message"], "Exploration complete. Ending session.");
+    let refs = session_refs(root);
+    assert!(!refs.contains("sessions/"), "the session ref is removed on completion: {refs}");
+    assert!(!refs.contains("active"));
+    let record = git(root, &["show", "refs/code-intel/history:session.json"]);
+    assert!(record.contains(&id), "{record}");
+    let status = ok(&client, "get_session_status", json!({})).await;
+    assert_eq!(status["active"], false);
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_flow_with_real_evidence() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client, "MODIFY", json!({"quick": true})).await;
+    // Writes are refused before READY.
+    let r = err(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    assert_eq!(r["error"], "write_phase_blocked");
+    front(&client).await;
+    let status = ok(&client, "get_session_status", json!({})).await;
+    assert_eq!(status["phase"], "READY");
+    submit(
+        &client,
+        json!({"tasks": [{"id": "t1", "description": "add refresh_token", "status": "pending",
+                                        "checklist": [{"item": "refresh_token in auth.py", "status": "pending"}]}],
+                            "tools_used": [], "summary": "plan"}),
+    )
+    .await;
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main", "quick has no task branch");
+    // quick skipped exploration: nothing is explored yet, so writes need add_explored_files.
+    let r = err(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    assert_eq!(r["error"], "write_blocked");
+    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    assert_eq!(ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await["allowed"], true);
+    let new = ok(&client, "check_write_target", json!({"file_path": "src/auth_tokens.py"})).await;
+    assert_eq!(new["reason"], "new file in an explored directory");
+    err(&client, "check_write_target", json!({"file_path": "tests/new_test.py"})).await;
+    let r = err(&client, "check_write_target", json!({"file_path": "../outside.py"})).await;
+    assert_eq!(r["error"], "path_outside_repo");
+
+    // Cheating with evidence fails, and changes nothing.
+    let item = "refresh_token in auth.py";
+    for (evidence, error_text) in [
+        ("../outside.py:1", "outside the repository"),
+        ("src/missing.py:1", "not found"),
+        ("src/auth.py:4000", "exceeds file length"),
+    ] {
+        let r = reject(
+            &client,
+            json!({"task_id": "t1", "checklist": [{"item": item, "status": "done", "evidence": evidence}],
+                                       "tools_used": ["check_write_target"], "summary": "s"}),
+            "payload_mismatch",
+        )
+        .await;
+        assert!(r["message"].as_str().unwrap().contains(error_text), "{evidence}: {r}");
+    }
+    std::fs::write(root.join("src/stub.py"), "def refresh_token(session):\n    todo = 1\n    pass\n").unwrap();
+    std::fs::write(root.join("src/stub.rs"), "fn refresh() {\n    todo!()\n}\n").unwrap();
+    let r = reject(
+        &client,
+        json!({"task_id": "t1", "checklist": [{"item": item, "status": "done", "evidence": "src/stub.rs:1-3"}],
+                                   "tools_used": ["check_write_target"], "summary": "s"}),
+        "payload_mismatch",
+    )
+    .await;
+    assert!(r["message"].as_str().unwrap().contains("Empty implementation"), "{r}");
+
+    let (a, b) = implement_refresh(root);
+    let r = submit(&client, json!({"task_id": "t1", "checklist": [{"item": item, "status": "done", "evidence": format!("src/auth.py:{a}-{b}")}],
+                                   "tools_used": ["check_write_target"], "summary": "done"})).await;
+    assert_eq!(r["all_complete"], true);
+    assert_eq!(submit(&client, json!({"summary": "complete"})).await["phase"], "POST_IMPL_VERIFY");
+    let r = submit(&client, json!({"verifier_used": "verifiers/tests.md", "passed": true, "details": "pytest ok", "tools_used": [], "summary": "ok"})).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE");
+    assert_eq!(r["message"], "Verification passed. Session ending (--quick).");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_verify_flow_creates_the_task_branch_and_keeps_uncommitted_work() {
+    let repo = repo();
+    let root = repo.path();
+    std::fs::write(root.join("notes.txt"), "uncommitted user work\n").unwrap();
+    let client = connect(root).await;
+    start(&client, "IMPLEMENT", json!({"no_verify": true, "no_doc_research": true})).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    explore(&client).await;
+    assert_eq!(gates_no(&client).await["phase"], "READY");
+    let r = plan_and_implement(&client, root).await;
+    assert_eq!(r["phase"], "PRE_COMMIT");
+    let branch = git(root, &["symbolic-ref", "--short", "HEAD"]);
+    assert!(branch.starts_with("llm_task_"), "{branch}");
+    assert_eq!(r["task_branch"], branch);
+    assert_eq!(std::fs::read_to_string(root.join("notes.txt")).unwrap(), "uncommitted user work\n");
+    assert!(git(root, &["status", "--porcelain"]).contains("notes.txt"));
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_full_runs_every_phase() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client, "IMPLEMENT", json!({"gate_level": "f", "quick": true, "only_explore": true})).await;
+    front(&client).await;
+    explore(&client).await;
+    // SEMANTIC needs semantic_search, which this build does not offer: the server goes on to Q2.
+    let r = submit(&client, json!({"needs_more_information": false, "reason": "exploration found the code", "tools_used": [], "summary": "q1"})).await;
+    assert_eq!(r["phase"], "Q2");
+    let r = submit(&client, json!({"has_unverified_hypotheses": false, "reason": "nothing left unverified", "tools_used": [], "summary": "q2"})).await;
+    assert_eq!(r["phase"], "VERIFICATION", "full runs VERIFICATION although Q2 said no");
+    ok(&client, "find_references", json!({"symbol": "validate_token"})).await;
+    submit(&client, json!({"hypotheses_verified": [{"hypothesis": "login builds a Session", "result": true, "evidence": "src/app.py:1"}],
+                           "tools_used": ["find_references"], "summary": "verified"})).await;
+    let r = submit(
+        &client,
+        json!({"needs_impact_analysis": false, "reason": "single function changes", "tools_used": [], "summary": "q3"}),
+    )
+    .await;
+    assert_eq!(r["phase"], "IMPACT_ANALYSIS");
+    let r = reject(
+        &client,
+        json!({"impact_summary": {"files": 1}, "tools_used": ["analyze_impact"], "summary": "i"}),
+        "payload_mismatch",
+    )
+    .await;
+    assert!(r["message"].as_str().unwrap().contains("not called"), "{r}");
+    ok(&client, "analyze_impact", json!({"target_files": ["src/auth.py"]})).await;
+    let r = submit(
+        &client,
+        json!({"impact_summary": {"must_verify": ["src/app.py"]}, "tools_used": ["analyze_impact"], "summary": "i"}),
+    )
+    .await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_failures_lead_to_intervention_then_escalation() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client, "IMPLEMENT", json!({"fast": true, "no_doc_research": true})).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    ok(&client, "get_session_status", json!({})).await;
+    submit(&client, json!({"tasks": [{"id": "t1", "description": "add refresh_token", "status": "pending",
+                                      "checklist": [{"item": "refresh_token", "status": "pending"}]}], "tools_used": [], "summary": "plan"})).await;
+    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    let (a, b) = implement_refresh(root);
+    let evidence = format!("src/auth.py:{a}-{b}");
+    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    submit(
+        &client,
+        json!({"task_id": "t1", "checklist": [{"item": "refresh_token", "status": "done", "evidence": evidence}],
+                           "tools_used": ["check_write_target"], "summary": "done"}),
+    )
+    .await;
+    submit(&client, json!({"summary": "complete"})).await;
+    let fail = json!({"verifier_used": "tests.md", "passed": false, "failed_tasks": [], "details": "test_refresh fails", "tools_used": [], "summary": "failed"});
+    let mut round = 0;
+    let mut interventions = 0;
+    loop {
+        round += 1;
+        let r = submit(&client, fail.clone()).await;
+        if r["phase"] == "VERIFY_INTERVENTION" {
+            interventions += 1;
+            let instruction = r["instruction"].as_str().unwrap().to_owned();
+            if interventions == 3 {
+                assert!(instruction.contains("user_escalation.md"), "{instruction}");
+                assert!(instruction.contains("Intervention executed 2 times"), "{instruction}");
+                break;
+            }
+            assert!(instruction.contains("interventions/*.md"), "{instruction}");
+            submit(&client, json!({"prompt_used": "interventions/step_back.md", "action_taken": "re-read the test", "tools_used": [], "summary": "i"})).await;
+        } else {
+            assert_eq!(r["phase"], "READY");
+        }
+        assert!(round < 20, "never reached escalation");
+        let fix = format!("fix_{round}");
+        submit(
+            &client,
+            json!({"tasks": [
+            {"id": "t1", "description": "add refresh_token", "status": "completed"},
+            {"id": fix, "description": "fix", "status": "pending", "checklist": [{"item": "fix", "status": "pending"}]}
+        ], "tools_used": [], "summary": "replan"}),
+        )
+        .await;
+        // Tasks completed before the revert stay completed; earlier fixes too.
+        ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+        submit(
+            &client,
+            json!({"task_id": fix, "checklist": [{"item": "fix", "status": "done", "evidence": evidence}],
+                               "tools_used": ["check_write_target"], "summary": "fixed"}),
+        )
+        .await;
+        submit(&client, json!({"summary": "complete"})).await;
+    }
+    assert_eq!(round, 9, "3 failures per intervention");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_mismatch_returns_summaries() {
+    let repo = repo();
+    let client = connect(repo.path()).await;
+    start(&client, "INVESTIGATE", json!({})).await;
+    submit(&client, json!({"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "docs read", "compaction_count": 0})).await;
+    let r = submit(
+        &client,
+        json!({"action_type": "investigate", "tools_used": [], "summary": "frame", "compaction_count": 1}),
+    )
+    .await;
+    assert_eq!(r["compaction_count"], 1);
+    assert_eq!(r["phase_summaries"]["step_03_DOCUMENT_RESEARCH"], "docs read");
+    let status = ok(&client, "get_session_status", json!({})).await;
+    assert_eq!(status["compaction_count"], 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_resumes_from_the_checkpoint_ref() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    let id = start(&client, "IMPLEMENT", json!({})).await["session_id"].as_str().unwrap().to_owned();
+    front(&client).await;
+    explore(&client).await;
+    let before = ok(&client, "get_session_status", json!({})).await;
+    assert_eq!((before["phase"].as_str(), before["step"].as_u64()), (Some("Q1"), Some(6)));
+    drop(client); // kills the child process
+    let client = connect(root).await;
+    let r = err(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "something else"})).await;
+    assert_eq!(r["error"], "recovery_available");
+    assert_eq!(r["session_id"], id);
+    let status = ok(&client, "get_session_status", json!({"discard_active": true, "repo_path": "."})).await;
+    assert_eq!((status["phase"].as_str(), status["step"].as_u64()), (Some("Q1"), Some(6)));
+    assert_eq!(status["session_id"], id);
+    assert_eq!(status["phase_summaries"]["step_05_EXPLORATION"], "login and Session found in src/auth.py");
+    assert_eq!(submit(&client, json!({"needs_more_information": false, "reason": "exploration found the code", "tools_used": [], "summary": "q1"})).await["phase"], "Q2");
+    // The checkpoint history is a chain of commits with a reflog.
+    let log = git(root, &["reflog", "show", "--format=%gs", &format!("refs/code-intel/sessions/{id}")]);
+    assert!(log.lines().count() >= 5, "{log}");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_racing_hold_one_session() {
+    let repo = repo();
+    let root = repo.path();
+    let (a, b) = tokio::join!(connect(root), connect(root));
+    let args = json!({"intent": "INVESTIGATE", "query": "how does login work"});
+    let (ra, rb) = tokio::join!(call(&a, "start_session", args.clone()), call(&b, "start_session", args));
+    let wins = [&ra, &rb].iter().filter(|r| r.is_error != Some(true)).count();
+    assert_eq!(wins, 1, "exactly one server may start the session");
+    let loser = if ra.is_error == Some(true) { &ra } else { &rb };
+    let e = structured(loser);
+    assert!(matches!(e["error"].as_str(), Some("recovery_available" | "session_active")), "{e}");
+    let sessions: Vec<String> =
+        session_refs(root).lines().filter(|l| l.contains("/sessions/")).map(str::to_owned).collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    // Both servers see the same session; an advance by one is seen by the other.
+    let (winner, other) = if ra.is_error == Some(true) { (&b, &a) } else { (&a, &b) };
+    submit(winner, json!({"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "docs"})).await;
+    assert_eq!(ok(other, "get_session_status", json!({})).await["phase"], "QUERY_FRAME");
+    fsck_clean(root);
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cheating_fails_and_changes_nothing() {
+    let repo = repo();
+    let client = connect(repo.path()).await;
+    start(&client, "IMPLEMENT", json!({"no_doc_research": true})).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    // Q3 from EXPLORATION: the old Q-gate shortcut to implementation.
+    reject(
+        &client,
+        json!({"needs_impact_analysis": false, "reason": "skip straight to coding", "tools_used": [], "summary": "x"}),
+        "payload_mismatch",
+    )
+    .await;
+    // Claiming tools never called.
+    let r = reject(&client, json!({"explored_files": ["src/auth.py"], "findings": ["x"], "tools_used": ["find_definitions", "search_text"], "summary": "x"}), "payload_mismatch").await;
+    assert!(r["message"].as_str().unwrap().contains("not called"), "{r}");
+    // Malformed data.
+    let r = err(&client, "submit_phase", json!({"data": "{not json"})).await;
+    assert_eq!(r["error"], "invalid_data");
+    assert!(r["message"].as_str().unwrap().starts_with("Failed to parse data JSON"));
+    let status = ok(&client, "get_session_status", json!({})).await;
+    assert_eq!(status["phase"], "EXPLORATION");
+    // A JSON string holding the object is accepted.
+    ok(&client, "find_definitions", json!({"symbol": "login"})).await;
+    ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
+    let data = json!({"explored_files": ["src/auth.py"], "findings": ["x"], "tools_used": ["find_definitions", "get_symbols"], "summary": "x"}).to_string();
+    assert_eq!(ok(&client, "submit_phase", json!({"data": data})).await["phase"], "Q1");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_tools_without_a_session() {
+    let repo = repo();
+    let client = connect(repo.path()).await;
+    let r = err(&client, "submit_phase", json!({"data": {"summary": "x"}})).await;
+    assert_eq!(r["message"], "No active session. Use start_session first.");
+    let r = ok(&client, "get_session_status", json!({})).await;
+    assert_eq!((r["active"].as_bool(), r["message"].as_str()), (Some(false), Some("No active session.")));
+    err(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let r = err(&client, "start_session", json!({"intent": "DANCE", "query": "q"})).await;
+    assert_eq!(r["error"], "invalid_argument");
+    let r =
+        err(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "gate_level": "sometimes"})).await;
+    assert_eq!(r["error"], "invalid_argument");
+    client.cancel().await.unwrap();
+}
