@@ -301,12 +301,7 @@ impl Sessions {
 
     /// Carries out the engine's git work. On failure returns the contract path of the failure
     /// and its placeholders.
-    fn apply_effect(
-        &self,
-        ws: &Workspace,
-        effect: &Effect,
-        next: &mut Checkpoint,
-    ) -> Result<(), EffectFailure> {
+    fn apply_effect(&self, ws: &Workspace, effect: &Effect, next: &mut Checkpoint) -> Result<(), EffectFailure> {
         let not_yet = "task-branch commits, merges and branch clean-up arrive with issue 4";
         match effect {
             Effect::CreateTaskBranch => {
