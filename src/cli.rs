@@ -38,6 +38,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Show the active workflow session: phase, step, tasks, counters.
+    Status,
+    /// Remove every session checkpoint under refs/code-intel/ and reset the session state.
+    Clean,
+    /// Hooks for coding agents (reads the agent's hook JSON on stdin).
+    #[command(subcommand)]
+    Hook(HookCommand),
     /// Serve MCP over stdio until stdin closes.
     Serve,
     /// Build or refresh the symbol index now and print what it holds.
@@ -163,9 +170,40 @@ pub struct SearchTextArgs {
 }
 
 /// Runs a tool subcommand and prints its result. Returns the process exit code.
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// Claude Code PreToolUse: exit 2 blocks edits and shell writes the session does not allow.
+    ClaudePreToolUse,
+    /// Claude Code SessionStart: print the session's phase, instruction and summaries.
+    ClaudeSessionStart,
+}
+
 pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
     match command {
         Command::Serve => 0,
+        Command::Status => status(ws, json),
+        Command::Clean => match crate::gitstore::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
+            Ok(n) => {
+                let out = serde_json::json!({"removed_sessions": n, "message": format!("Removed {n} session checkpoint(s); no session is active.")});
+                if json {
+                    println!("{out}");
+                } else {
+                    println!("{}", out["message"].as_str().unwrap_or_default());
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
+        Command::Hook(HookCommand::ClaudePreToolUse) => crate::hooks::pre_tool_use_from_stdin(ws).report(),
+        Command::Hook(HookCommand::ClaudeSessionStart) => {
+            if let Some(text) = crate::hooks::session_start(ws) {
+                println!("{}", text.trim_end());
+            }
+            0
+        }
         Command::Index { rebuild } => {
             let started = std::time::Instant::now();
             let stats = ws.index_now(rebuild);
@@ -240,6 +278,58 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             emit(tools::query::query(ws, QueryParams { question, intent, path, symbol, file_path }), json)
         }
     }
+}
+
+/// `git code-intel status`: the session as get_session_status sees it, for people or as JSON.
+fn status(ws: &Workspace, json: bool) -> i32 {
+    let sessions = crate::session::Sessions::open(ws);
+    let value = match sessions.status(ws, None, false) {
+        Ok(v) | Err(v) => v,
+    };
+    if json {
+        println!("{value}");
+        return 0;
+    }
+    if value["active"] != serde_json::json!(true) {
+        println!("{}", value["message"].as_str().unwrap_or("No active session."));
+        return 0;
+    }
+    let flags: Vec<String> = value["flags"]
+        .as_object()
+        .map(|f| {
+            f.iter()
+                .filter(|(k, v)| {
+                    *v == &serde_json::json!(true) || (k.as_str() == "gate_level" && v.as_str() == Some("full"))
+                })
+                .map(|(k, v)| if k == "gate_level" { format!("gate={}", v.as_str().unwrap_or("")) } else { k.clone() })
+                .collect()
+        })
+        .unwrap_or_default();
+    println!("session      {}", value["session_id"].as_str().unwrap_or(""));
+    println!("intent       {}", value["intent"].as_str().unwrap_or(""));
+    println!("flags        {}", if flags.is_empty() { "(none)".to_owned() } else { flags.join(", ") });
+    println!("phase        {} (step {})", value["phase"].as_str().unwrap_or(""), value["step"]);
+    if let Some(progress) = value.get("task_progress").filter(|p| !p.is_null()) {
+        println!("tasks        {}/{} completed", progress["completed"], progress["total"]);
+        for t in progress["tasks"].as_array().into_iter().flatten() {
+            println!(
+                "  {:<12} {:<9} checklist {}/{}  failures {}",
+                t["id"].as_str().unwrap_or(""),
+                t["status"].as_str().unwrap_or(""),
+                t["checklist_done"],
+                t["checklist_total"],
+                t["failure_count"]
+            );
+        }
+    }
+    let c = &value["counters"];
+    println!(
+        "counters     verification failures {}, quality reverts {}, interventions {}",
+        c["verification_failure_count"], c["quality_revert_count"], c["intervention_count"]
+    );
+    println!("compaction   {}", value["compaction_count"]);
+    println!("explored     {} file(s)", value["explored_files"]);
+    0
 }
 
 fn emit<T: Serialize>(result: ToolResult<T>, json: bool) -> i32 {

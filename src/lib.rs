@@ -6,6 +6,7 @@ pub mod config;
 pub mod contract;
 pub mod engine;
 pub mod gitstore;
+pub mod hooks;
 pub mod index;
 pub mod lang;
 pub mod mcp;

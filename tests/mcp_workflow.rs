@@ -501,3 +501,91 @@ async fn session_tools_without_a_session() {
     assert_eq!(r["error"], "invalid_argument");
     client.cancel().await.unwrap();
 }
+
+/// Runs the binary with `args`, feeding `stdin`; returns (exit code, stdout, stderr).
+fn cli(root: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(BIN)
+        .args(args)
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn hook(root: &Path, tool: &str, input: Value) -> (i32, String) {
+    let event = json!({"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "cwd": root});
+    let (code, _, err) = cli(root, &["hook", "claude-pre-tool-use"], &event.to_string());
+    (code, err)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_status_and_clean_follow_the_session() {
+    let repo = repo();
+    let root = repo.path();
+    // No session: everything is allowed, and status says so.
+    assert_eq!(hook(root, "Edit", json!({"file_path": "src/auth.py"})).0, 0);
+    assert_eq!(hook(root, "Bash", json!({"command": "rm -rf src"})).0, 0);
+    assert_eq!(cli(root, &["status"], "").1.trim(), "No active session.");
+    assert_eq!(cli(root, &["hook", "claude-session-start"], "").1, "");
+    assert_eq!(cli(root, &["hook", "claude-pre-tool-use"], "not json").0, 0);
+
+    let client = connect(root).await;
+    start(&client, "IMPLEMENT", json!({"quick": true, "no_doc_research": true})).await;
+    let (code, reason) = hook(root, "Edit", json!({"file_path": "src/auth.py"}));
+    assert_eq!(code, 2);
+    assert!(reason.contains("Write not allowed in phase QUERY_FRAME"), "{reason}");
+    assert_eq!(hook(root, "Write", json!({"file_path": root.join("src/new.py")})).0, 2);
+    assert_eq!(hook(root, "NotebookEdit", json!({"notebook_path": "nb.ipynb"})).0, 2);
+    let (code, reason) = hook(root, "Bash", json!({"command": "echo x > src/auth.py"}));
+    assert_eq!(code, 2);
+    assert!(reason.contains("QUERY_FRAME"), "{reason}");
+    assert_eq!(hook(root, "Bash", json!({"command": "git commit -am wip"})).0, 2);
+    assert_eq!(hook(root, "Bash", json!({"command": "git status && ls src"})).0, 0);
+    assert_eq!(hook(root, "Read", json!({"file_path": "src/auth.py"})).0, 0);
+    let (_, start_text, _) = cli(root, &["hook", "claude-session-start"], "");
+    assert!(start_text.contains("phase QUERY_FRAME (step 4)"), "{start_text}");
+
+    let (_, text, _) = cli(root, &["status"], "");
+    assert!(text.contains("QUERY_FRAME (step 4)") && text.contains("quick"), "{text}");
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
+                           "tools_used": [], "summary": "plan"})).await;
+    let (_, json_text, _) = cli(root, &["status", "--json"], "");
+    let status: Value = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(status["phase"], "READY");
+    assert_eq!(status["task_progress"]["total"], 1);
+    let (_, text, _) = cli(root, &["status"], "");
+    assert!(text.contains("t1") && text.contains("checklist 0/1"), "{text}");
+
+    // READY: explored files may be edited, others not; shell writes are allowed.
+    assert_eq!(hook(root, "Edit", json!({"file_path": "src/auth.py"})).0, 2);
+    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    assert_eq!(hook(root, "Edit", json!({"file_path": "src/auth.py"})).0, 0);
+    assert_eq!(hook(root, "MultiEdit", json!({"file_path": root.join("src/auth.py")})).0, 0);
+    let (code, reason) = hook(root, "Edit", json!({"file_path": "docs/auth.md"}));
+    assert_eq!(code, 2);
+    assert!(reason.contains("write_blocked"), "{reason}");
+    assert_eq!(hook(root, "Edit", json!({"file_path": "/etc/passwd"})).0, 2);
+    assert_eq!(hook(root, "Bash", json!({"command": "echo x > notes.txt"})).0, 0);
+
+    // clean: checkpoints gone, state reset, hooks allow again.
+    let (code, out, _) = cli(root, &["clean"], "");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Removed 1 session"), "{out}");
+    assert!(!session_refs(root).contains("refs/code-intel/sessions/"));
+    assert_eq!(ok(&client, "get_session_status", json!({})).await["active"], false);
+    assert_eq!(hook(root, "Edit", json!({"file_path": "docs/auth.md"})).0, 0);
+    start(&client, "INVESTIGATE", json!({})).await;
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
