@@ -42,6 +42,13 @@ pub enum Command {
     Status,
     /// Remove every session checkpoint under refs/code-intel/ and reset the session state.
     Clean,
+    /// Set up a repository: .code-intel/ prompts and contract, the /code skill, .mcp.json,
+    /// Claude Code hooks, the Codex MCP entry, AGENTS.md and .gitignore entries.
+    Init {
+        /// Overwrite files you edited with the defaults.
+        #[arg(long)]
+        force: bool,
+    },
     /// Hooks for coding agents (reads the agent's hook JSON on stdin).
     #[command(subcommand)]
     Hook(HookCommand),
@@ -194,6 +201,26 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             }
             Err(e) => {
                 eprintln!("error: {e}");
+                1
+            }
+        },
+        Command::Init { force } => match crate::init::init(ws.repo.root(), force) {
+            Ok(report) => {
+                if json {
+                    println!("{}", serde_json::to_string(&report).unwrap_or_default());
+                } else {
+                    for r in &report {
+                        let action = serde_json::to_value(&r.action).ok();
+                        println!("{:<12} {}", action.as_ref().and_then(|a| a.as_str()).unwrap_or(""), r.path);
+                    }
+                    if report.iter().any(|r| r.action == crate::init::Action::KeptEdited) {
+                        println!("(kept_edited files hold your changes; `git code-intel init --force` replaces them)");
+                    }
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("error: init failed: {e}");
                 1
             }
         },

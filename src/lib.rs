@@ -8,6 +8,7 @@ pub mod engine;
 pub mod gitstore;
 pub mod hooks;
 pub mod index;
+pub mod init;
 pub mod lang;
 pub mod mcp;
 pub mod repo;

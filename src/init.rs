@@ -1,0 +1,244 @@
+//! `git code-intel init [--force]`: writes the project files from `templates/`.
+//!
+//! Owned files (prompts, contract, skill) are written when absent and refreshed when they still
+//! hold exactly what init wrote last time (`.code-intel/.init-manifest.json` keeps their blake3
+//! fingerprints); a file the user has edited, or one init did not write, is kept unless
+//! `--force`. Shared files (`.mcp.json`, `.claude/settings.json`, `.gitignore`, `AGENTS.md`,
+//! `.codex/config.toml`) are merged: our entries are added, nothing of the user's is removed.
+//! Running init twice changes nothing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+const MANIFEST: &str = ".code-intel/.init-manifest.json";
+
+/// (path, content) of every file init owns.
+fn owned_files() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (".code-intel/config.json", include_str!("../templates/init/config.json")),
+        (".code-intel/context.yml", include_str!("../templates/init/context.yml")),
+        (".code-intel/phase_contract.yml", include_str!("../templates/phase_contract.yml")),
+        (".code-intel/task_planning.md", include_str!("../templates/init/task_planning.md")),
+        (".code-intel/user_escalation.md", include_str!("../templates/init/user_escalation.md")),
+        (".code-intel/verifiers/tests.md", include_str!("../templates/init/verifiers/tests.md")),
+        (".code-intel/verifiers/build_and_lint.md", include_str!("../templates/init/verifiers/build_and_lint.md")),
+        (".code-intel/interventions/step_back.md", include_str!("../templates/init/interventions/step_back.md")),
+        (
+            ".code-intel/interventions/reproduce_first.md",
+            include_str!("../templates/init/interventions/reproduce_first.md"),
+        ),
+        (
+            ".code-intel/review_prompts/garbage_detection.md",
+            include_str!("../templates/init/review_prompts/garbage_detection.md"),
+        ),
+        (
+            ".code-intel/review_prompts/quality_review.md",
+            include_str!("../templates/init/review_prompts/quality_review.md"),
+        ),
+        (".code-intel/doc_research/default.md", include_str!("../templates/init/doc_research/default.md")),
+        (".claude/commands/code.md", include_str!("../templates/init/claude/code.md")),
+    ]
+}
+
+const AGENTS_SECTION: &str = include_str!("../templates/init/agents_section.md");
+const CODEX_SNIPPET: &str = include_str!("../templates/init/codex.toml");
+const AGENTS_BEGIN: &str = "<!-- git-code-intel:begin -->";
+const AGENTS_END: &str = "<!-- git-code-intel:end -->";
+const GITIGNORE_ENTRIES: &[&str] = &[".code-intel/index/", ".code-intel/forest/", ".code-intel/.init-manifest.json"];
+
+/// What happened to one file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Created,
+    Updated,
+    Merged,
+    Unchanged,
+    /// Kept because the user edited it (or init did not write it); `--force` replaces it.
+    KeptEdited,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileReport {
+    pub path: String,
+    pub action: Action,
+}
+
+pub fn init(root: &Path, force: bool) -> std::io::Result<Vec<FileReport>> {
+    let mut manifest: BTreeMap<String, String> =
+        std::fs::read(root.join(MANIFEST)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    let mut report = Vec::new();
+    for (rel, content) in owned_files() {
+        let path = root.join(rel);
+        let fingerprint = blake3::hash(content.as_bytes()).to_hex().to_string();
+        let action = match std::fs::read(&path) {
+            Err(_) => {
+                write(&path, content.as_bytes())?;
+                Action::Created
+            }
+            Ok(existing) if existing == content.as_bytes() => Action::Unchanged,
+            Ok(existing) => {
+                let ours = manifest.get(rel).is_some_and(|h| *h == blake3::hash(&existing).to_hex().to_string());
+                if ours || force {
+                    write(&path, content.as_bytes())?;
+                    Action::Updated
+                } else {
+                    Action::KeptEdited
+                }
+            }
+        };
+        if action != Action::KeptEdited {
+            manifest.insert(rel.to_owned(), fingerprint);
+        }
+        report.push(FileReport { path: rel.to_owned(), action });
+    }
+    report.push(merge_json(root, ".mcp.json", mcp_entry)?);
+    report.push(merge_json(root, ".claude/settings.json", hook_entries)?);
+    report.push(merge_text(root, ".gitignore", |text| {
+        let missing: Vec<&str> =
+            GITIGNORE_ENTRIES.iter().copied().filter(|e| !text.lines().any(|l| l.trim() == *e)).collect();
+        if missing.is_empty() {
+            return None;
+        }
+        let mut out = text.to_owned();
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str("# git-code-intel derived data\n");
+        for e in missing {
+            out.push_str(e);
+            out.push('\n');
+        }
+        Some(out)
+    })?);
+    report.push(merge_text(root, "AGENTS.md", |text| {
+        if let (Some(a), Some(b)) = (text.find(AGENTS_BEGIN), text.find(AGENTS_END)) {
+            let current = &text[a..b + AGENTS_END.len()];
+            if current.trim() == AGENTS_SECTION.trim() || !force {
+                return None;
+            }
+            return Some(format!("{}{}{}", &text[..a], AGENTS_SECTION.trim(), &text[b + AGENTS_END.len()..]));
+        }
+        let sep = if text.is_empty() {
+            ""
+        } else if text.ends_with("\n\n") {
+            ""
+        } else if text.ends_with('\n') {
+            "\n"
+        } else {
+            "\n\n"
+        };
+        Some(format!("{text}{sep}{AGENTS_SECTION}"))
+    })?);
+    report.push(merge_text(root, ".codex/config.toml", |text| {
+        if text.lines().any(|l| l.trim() == "[mcp_servers.code-intel]") {
+            return None;
+        }
+        let sep = if text.is_empty() || text.ends_with("\n\n") {
+            ""
+        } else if text.ends_with('\n') {
+            "\n"
+        } else {
+            "\n\n"
+        };
+        Some(format!("{text}{sep}{CODEX_SNIPPET}"))
+    })?);
+    let manifest_text = serde_json::to_vec_pretty(&manifest).map_err(std::io::Error::other)?;
+    if std::fs::read(root.join(MANIFEST)).ok().as_deref() != Some(manifest_text.as_slice()) {
+        write(&root.join(MANIFEST), &manifest_text)?;
+    }
+    Ok(report)
+}
+
+fn mcp_entry(doc: &mut Value) -> bool {
+    let servers = ensure_object(doc, "mcpServers");
+    if servers.contains_key("code-intel") {
+        return false;
+    }
+    servers.insert("code-intel".into(), json!({"command": "git-code-intel", "args": ["serve"]}));
+    true
+}
+
+fn hook_entries(doc: &mut Value) -> bool {
+    let hooks = ensure_object(doc, "hooks");
+    let mut changed = false;
+    for (event, matcher, command) in [
+        ("PreToolUse", Some("Edit|Write|MultiEdit|NotebookEdit|Bash"), "git-code-intel hook claude-pre-tool-use"),
+        ("SessionStart", None, "git-code-intel hook claude-session-start"),
+    ] {
+        let list = hooks.entry(event).or_insert_with(|| json!([]));
+        let Some(list) = list.as_array_mut() else { continue };
+        let present = list.iter().any(|group| {
+            group["hooks"].as_array().is_some_and(|hs| hs.iter().any(|h| h["command"].as_str() == Some(command)))
+        });
+        if !present {
+            let mut group = json!({"hooks": [{"type": "command", "command": command}]});
+            if let Some(m) = matcher {
+                group["matcher"] = json!(m);
+            }
+            list.push(group);
+            changed = true;
+        }
+    }
+    changed
+}
+
+fn ensure_object<'a>(doc: &'a mut Value, key: &str) -> &'a mut serde_json::Map<String, Value> {
+    if !doc.is_object() {
+        *doc = json!({});
+    }
+    let map = doc.as_object_mut().expect("just made an object");
+    let entry = map.entry(key).or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    entry.as_object_mut().expect("just made an object")
+}
+
+fn merge_json(root: &Path, rel: &str, add: fn(&mut Value) -> bool) -> std::io::Result<FileReport> {
+    let path = root.join(rel);
+    let existing = std::fs::read_to_string(&path).ok();
+    let mut doc = match &existing {
+        Some(text) if !text.trim().is_empty() => serde_json::from_str::<Value>(text).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{rel} is not valid JSON ({e}); fix it or remove it"),
+            )
+        })?,
+        _ => json!({}),
+    };
+    if !add(&mut doc) {
+        return Ok(FileReport { path: rel.to_owned(), action: Action::Unchanged });
+    }
+    let mut text = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
+    text.push('\n');
+    write(&path, text.as_bytes())?;
+    let action = if existing.is_some() { Action::Merged } else { Action::Created };
+    Ok(FileReport { path: rel.to_owned(), action })
+}
+
+fn merge_text(root: &Path, rel: &str, change: impl FnOnce(&str) -> Option<String>) -> std::io::Result<FileReport> {
+    let path = root.join(rel);
+    let existing = std::fs::read_to_string(&path).ok();
+    match change(existing.as_deref().unwrap_or("")) {
+        None => Ok(FileReport { path: rel.to_owned(), action: Action::Unchanged }),
+        Some(text) => {
+            write(&path, text.as_bytes())?;
+            let action = if existing.is_some() { Action::Merged } else { Action::Created };
+            Ok(FileReport { path: rel.to_owned(), action })
+        }
+    }
+}
+
+/// Writes through a temporary file and a rename, so a killed process leaves the old file or
+/// the new one, never half of it.
+fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}

@@ -1,0 +1,164 @@
+//! `git code-intel init`: what it writes, what it merges, and that it is idempotent and never
+//! overwrites the user's edits without --force.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_git-code-intel");
+
+fn init(root: &Path, args: &[&str]) -> Vec<Value> {
+    let out = Command::new(BIN).args(["--json", "init"]).args(args).current_dir(root).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn action<'a>(report: &'a [Value], path: &str) -> &'a str {
+    report.iter().find(|r| r["path"] == path).and_then(|r| r["action"].as_str()).unwrap_or("missing")
+}
+
+/// Every file under the repository (outside .git) with its content.
+fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.file_name().is_some_and(|n| n == ".git") {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn writes_everything_and_merges_what_the_user_has() {
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::write(root.join(".mcp.json"), r#"{"mcpServers": {"other": {"command": "other-server"}}}"#).unwrap();
+    std::fs::create_dir_all(root.join(".claude")).unwrap();
+    std::fs::write(
+        root.join(".claude/settings.json"),
+        r#"{"permissions": {"allow": ["Bash(ls:*)"]}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-check"}]}]}}"#,
+    )
+    .unwrap();
+    std::fs::write(root.join("AGENTS.md"), "# Agents\n\nBe nice.\n").unwrap();
+    let before_gitignore = std::fs::read_to_string(root.join(".gitignore")).unwrap();
+
+    let report = init(root, &[]);
+    for path in [
+        ".code-intel/config.json",
+        ".code-intel/context.yml",
+        ".code-intel/phase_contract.yml",
+        ".code-intel/task_planning.md",
+        ".code-intel/user_escalation.md",
+        ".code-intel/verifiers/tests.md",
+        ".code-intel/interventions/step_back.md",
+        ".code-intel/review_prompts/garbage_detection.md",
+        ".code-intel/review_prompts/quality_review.md",
+        ".code-intel/doc_research/default.md",
+        ".claude/commands/code.md",
+    ] {
+        assert_eq!(action(&report, path), "created", "{path}");
+        assert!(root.join(path).is_file(), "{path}");
+    }
+    let mcp: Value = serde_json::from_str(&std::fs::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(mcp["mcpServers"]["other"]["command"], "other-server");
+    assert_eq!(mcp["mcpServers"]["code-intel"], json!({"command": "git-code-intel", "args": ["serve"]}));
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".claude/settings.json")).unwrap()).unwrap();
+    assert_eq!(settings["permissions"]["allow"][0], "Bash(ls:*)");
+    let pre = settings["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 2, "the user's hook stays");
+    assert!(pre.iter().any(|g| g["hooks"][0]["command"] == "git-code-intel hook claude-pre-tool-use"));
+    assert_eq!(settings["hooks"]["SessionStart"][0]["hooks"][0]["command"], "git-code-intel hook claude-session-start");
+    let agents = std::fs::read_to_string(root.join("AGENTS.md")).unwrap();
+    assert!(agents.starts_with("# Agents\n\nBe nice.\n") && agents.contains("## git-code-intel"), "{agents}");
+    let codex = std::fs::read_to_string(root.join(".codex/config.toml")).unwrap();
+    assert!(codex.contains("[mcp_servers.code-intel]") && codex.contains("command = \"git-code-intel\""));
+    let gitignore = std::fs::read_to_string(root.join(".gitignore")).unwrap();
+    assert!(gitignore.starts_with(&before_gitignore) && gitignore.contains(".code-intel/index/"));
+    let skill = std::fs::read_to_string(root.join(".claude/commands/code.md")).unwrap();
+    for must in [
+        "CRITICAL RULES",
+        "submit_phase",
+        "get_session_status",
+        "--quick",
+        "INVESTIGATE",
+        "compaction_count",
+        "Recovery",
+    ] {
+        assert!(skill.contains(must), "code.md lacks {must}");
+    }
+    // The contract init wrote is the one the server loads, without warnings.
+    let out =
+        Command::new(BIN).args(["--json", "find-definitions", "--symbol", "login"]).current_dir(root).output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("phase_contract"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn running_twice_changes_nothing() {
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    init(root, &[]);
+    let first = snapshot(root);
+    let report = init(root, &[]);
+    assert!(report.iter().all(|r| r["action"] == "unchanged"), "{report:?}");
+    assert_eq!(snapshot(root), first);
+}
+
+#[test]
+fn edited_files_are_kept_unless_forced() {
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    init(root, &[]);
+    let planning = root.join(".code-intel/task_planning.md");
+    std::fs::write(&planning, "# Our own planning rules\n").unwrap();
+    std::fs::write(root.join(".claude/commands/code.md"), "custom skill\n").unwrap();
+    let report = init(root, &[]);
+    assert_eq!(action(&report, ".code-intel/task_planning.md"), "kept_edited");
+    assert_eq!(std::fs::read_to_string(&planning).unwrap(), "# Our own planning rules\n");
+    // Still kept on a third run: an edit is never taken over silently.
+    let report = init(root, &[]);
+    assert_eq!(action(&report, ".claude/commands/code.md"), "kept_edited");
+    let report = init(root, &["--force"]);
+    assert_eq!(action(&report, ".code-intel/task_planning.md"), "updated");
+    assert!(std::fs::read_to_string(&planning).unwrap().starts_with("# Task planning"));
+}
+
+#[test]
+fn a_file_init_did_not_write_is_not_replaced() {
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    std::fs::write(root.join(".code-intel/context.yml"), "project_rules:\n  source: RULES.md\n").unwrap();
+    let report = init(root, &[]);
+    assert_eq!(action(&report, ".code-intel/context.yml"), "kept_edited");
+    assert!(std::fs::read_to_string(root.join(".code-intel/context.yml")).unwrap().contains("RULES.md"));
+}
+
+#[test]
+fn broken_json_is_reported_not_overwritten() {
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::write(root.join(".mcp.json"), "{ not json").unwrap();
+    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(".mcp.json is not valid JSON"));
+    assert_eq!(std::fs::read_to_string(root.join(".mcp.json")).unwrap(), "{ not json");
+}
