@@ -121,15 +121,7 @@ pub fn init(root: &Path, force: bool) -> std::io::Result<Vec<FileReport>> {
             }
             return Some(format!("{}{}{}", &text[..a], AGENTS_SECTION.trim(), &text[b + AGENTS_END.len()..]));
         }
-        let sep = if text.is_empty() {
-            ""
-        } else if text.ends_with("\n\n") {
-            ""
-        } else if text.ends_with('\n') {
-            "\n"
-        } else {
-            "\n\n"
-        };
+        let sep = separator(text);
         Some(format!("{text}{sep}{AGENTS_SECTION}"))
     })?);
     report.push(merge_text(root, ".codex/config.toml", |text| {
@@ -229,6 +221,18 @@ fn merge_text(root: &Path, rel: &str, change: impl FnOnce(&str) -> Option<String
             let action = if existing.is_some() { Action::Merged } else { Action::Created };
             Ok(FileReport { path: rel.to_owned(), action })
         }
+    }
+}
+
+/// What goes between existing text and an appended block: nothing, or enough newlines for one
+/// blank line.
+fn separator(text: &str) -> &'static str {
+    if text.is_empty() || text.ends_with("\n\n") {
+        ""
+    } else if text.ends_with('\n') {
+        "\n"
+    } else {
+        "\n\n"
     }
 }
 
