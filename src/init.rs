@@ -121,21 +121,13 @@ pub fn init(root: &Path, force: bool) -> std::io::Result<Vec<FileReport>> {
             }
             return Some(format!("{}{}{}", &text[..a], AGENTS_SECTION.trim(), &text[b + AGENTS_END.len()..]));
         }
-        let sep = separator(text);
-        Some(format!("{text}{sep}{AGENTS_SECTION}"))
+        Some(format!("{text}{}{AGENTS_SECTION}", separator(text)))
     })?);
     report.push(merge_text(root, ".codex/config.toml", |text| {
         if text.lines().any(|l| l.trim() == "[mcp_servers.code-intel]") {
             return None;
         }
-        let sep = if text.is_empty() || text.ends_with("\n\n") {
-            ""
-        } else if text.ends_with('\n') {
-            "\n"
-        } else {
-            "\n\n"
-        };
-        Some(format!("{text}{sep}{CODEX_SNIPPET}"))
+        Some(format!("{text}{}{CODEX_SNIPPET}", separator(text)))
     })?);
     let manifest_text = serde_json::to_vec_pretty(&manifest).map_err(std::io::Error::other)?;
     if std::fs::read(root.join(MANIFEST)).ok().as_deref() != Some(manifest_text.as_slice()) {
