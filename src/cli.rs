@@ -151,6 +151,9 @@ pub enum Command {
         symbol: Option<String>,
         #[arg(long)]
         file_path: Option<String>,
+        /// Run only these planned tools (repeatable).
+        #[arg(long = "tool")]
+        tools: Vec<String>,
     },
 }
 
@@ -301,8 +304,9 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             ),
             json,
         ),
-        Command::Query { question, intent, path, symbol, file_path } => {
-            emit(tools::query::query(ws, QueryParams { question, intent, path, symbol, file_path }), json)
+        Command::Query { question, intent, path, symbol, file_path, tools: only } => {
+            let only = (!only.is_empty()).then_some(only);
+            emit(tools::query::query(ws, QueryParams { question, intent, path, symbol, file_path, tools: only }), json)
         }
     }
 }

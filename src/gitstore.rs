@@ -29,6 +29,9 @@ pub enum StoreError {
     Conflict,
     #[error("the checkpoint cannot be read: {0}")]
     Corrupt(String),
+    /// The checkpoint names a phase this build does not know (written by a newer version).
+    #[error("unknown phase {0}")]
+    UnknownPhase(String),
     #[error("git: {0}")]
     Git(String),
 }
@@ -77,8 +80,13 @@ impl SessionStore {
             .find_entry(CHECKPOINT_FILE)
             .ok_or_else(|| StoreError::Corrupt(format!("no {CHECKPOINT_FILE} in {session_ref}")))?;
         let blob = entry.object().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let checkpoint: Checkpoint =
+        let raw: serde_json::Value =
             serde_json::from_slice(&blob.data).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let phase = raw["orchestrator_state"]["phase_state"]["current_phase"].as_str().unwrap_or("");
+        if crate::engine::phase::Phase::from_name(phase).is_none() {
+            return Err(StoreError::UnknownPhase(phase.to_owned()));
+        }
+        let checkpoint: Checkpoint = serde_json::from_value(raw).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         Ok(Some(Stored { commit: commit.id, checkpoint }))
     }
 

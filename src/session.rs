@@ -66,6 +66,10 @@ impl Sessions {
                 tracing::warn!("checkpoint unreadable: {e}");
                 Err(session_message(ws, "checkpoint_restore_failed", &[]))
             }
+            Err(StoreError::UnknownPhase(phase)) => {
+                let m = ws.contract.error(&["common_failures", "unknown_phase"], &[("phase", &phase)]);
+                Err(json!({"success": false, "error": m.error, "message": m.message}))
+            }
             Err(e) => Err(error(ws, "git_error", &e.to_string())),
         }
     }

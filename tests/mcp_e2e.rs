@@ -2,18 +2,14 @@
 
 mod common;
 
-use std::path::Path;
+use common::mcp_client::{BIN, call, connect, structured};
+
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use tokio::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_git-code-intel");
 const TOOLS: &[&str] = &[
     "search_text",
     "search_files",
@@ -30,8 +26,6 @@ const TOOLS: &[&str] = &[
 const SESSION_TOOLS: &[&str] =
     &["start_session", "submit_phase", "get_session_status", "check_write_target", "add_explored_files"];
 
-type Client = RunningService<RoleClient, ()>;
-
 /// The project fixture plus the files git must not see and the files the walk must skip.
 fn project() -> tempfile::TempDir {
     let repo = common::fixture_repo("project");
@@ -42,29 +36,6 @@ fn project() -> tempfile::TempDir {
     std::fs::write(root.join("blob.bin"), b"login\x00\x01\x02binary").unwrap();
     std::fs::write(root.join("huge.py"), "login = 1\n".repeat(120_000)).unwrap();
     repo
-}
-
-async fn connect(root: &Path) -> Client {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("serve").current_dir(root).env("CODE_INTEL_LOG", "warn");
-    let transport = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn server").0;
-    ().serve(transport).await.expect("initialize")
-}
-
-async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(map) = args else { panic!("arguments must be an object") };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(map))
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"))
-}
-
-/// The structured content, after checking that the text content carries the same JSON.
-fn structured(result: &CallToolResult) -> Value {
-    let value = result.structured_content.clone().expect("structuredContent");
-    let text = result.content.first().and_then(|c| c.as_text()).expect("text content").text.clone();
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value, "text and structured content differ");
-    value
 }
 
 fn ok(result: CallToolResult) -> Value {

@@ -4,19 +4,12 @@
 
 mod common;
 
+use common::mcp_client::{BIN, Client, call, connect, structured};
+
 use std::path::Path;
 use std::process::Stdio;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use tokio::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_git-code-intel");
-
-type Client = RunningService<RoleClient, ()>;
 
 fn git(root: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
@@ -41,28 +34,6 @@ fn repo() -> tempfile::TempDir {
 fn fsck_clean(root: &Path) {
     let out = std::process::Command::new("git").args(["fsck", "--strict"]).current_dir(root).output().unwrap();
     assert!(out.status.success(), "git fsck: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-async fn connect(root: &Path) -> Client {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("serve").current_dir(root).env("CODE_INTEL_LOG", "warn");
-    let transport = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn server").0;
-    ().serve(transport).await.expect("initialize")
-}
-
-async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(map) = args else { panic!("arguments must be an object") };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(map))
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"))
-}
-
-fn structured(result: &CallToolResult) -> Value {
-    let value = result.structured_content.clone().expect("structuredContent");
-    let text = result.content.first().and_then(|c| c.as_text()).expect("text content").text.clone();
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value, "text and structured content differ");
-    value
 }
 
 async fn ok(client: &Client, tool: &str, args: Value) -> Value {

@@ -581,6 +581,14 @@ fn check_payload_shape(
     data: &Map<String, Value>,
 ) -> Result<(), Rejected> {
     let own = own_keys(phase, ready);
+    if phase != Phase::Ready {
+        if data.contains_key("tasks") {
+            return Err(reject(contract, session, &["failures", "READY", "phase_mismatch_register"], &[]));
+        }
+        if data.contains_key("task_id") {
+            return Err(reject(contract, session, &["failures", "READY", "phase_mismatch_complete"], &[]));
+        }
+    }
     for (key, gate) in GATE_KEYS {
         if *gate != phase && data.contains_key(*key) {
             return Err(mismatch(contract, session, gate.name()));

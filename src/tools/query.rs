@@ -19,6 +19,9 @@ pub struct QueryParams {
     pub symbol: Option<String>,
     /// A file the question is about.
     pub file_path: Option<String>,
+    /// Run only these of the planned tools (search_text, search_files, find_definitions,
+    /// find_references, analyze_structure, analyze_impact).
+    pub tools: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -121,7 +124,13 @@ pub fn query(ws: &Workspace, params: QueryParams) -> ToolResult<QueryOutput> {
     if let Some(p) = &path {
         ws.scope_prefix(Some(p))?;
     }
-    let plan = plan(question.as_deref(), &intent, path.as_deref(), symbol.as_deref(), file_path.as_deref());
+    let mut plan = plan(question.as_deref(), &intent, path.as_deref(), symbol.as_deref(), file_path.as_deref());
+    if let Some(only) = params.tools.as_ref().filter(|t| !t.is_empty()) {
+        if let Some(unknown) = only.iter().find(|t| !PLANNABLE_TOOLS.contains(&t.as_str())) {
+            return Err(ws.tool_error("unknown_tool", &[("tool", unknown)]).into());
+        }
+        plan.retain(|call| only.contains(&call.tool));
+    }
     let share = MAX_RESPONSE_BYTES / plan.len().max(1);
     let mut any_truncated = false;
     let results: Vec<CallResult> = plan
@@ -242,6 +251,10 @@ fn push_unique(v: &mut Vec<String>, s: String) {
         v.push(s);
     }
 }
+
+/// The tools `query` can plan calls to.
+const PLANNABLE_TOOLS: &[&str] =
+    &["search_text", "search_files", "find_definitions", "find_references", "analyze_structure", "analyze_impact"];
 
 fn run(ws: &Workspace, tool: &str, args: Value) -> Result<Value, ToolError> {
     fn call<P: serde::de::DeserializeOwned + Default, O: Serialize>(

@@ -1,6 +1,9 @@
 //! Shared test helpers: fixture repositories copied into temporary directories.
 #![allow(dead_code)]
 
+pub mod engine_harness;
+pub mod mcp_client;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,0 +1,39 @@
+//! The real binary as an MCP stdio server, driven by rmcp's own client.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Stdio;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::process::Command;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_git-code-intel");
+
+pub type Client = RunningService<RoleClient, ()>;
+
+pub async fn connect(root: &Path) -> Client {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("serve").current_dir(root).env("CODE_INTEL_LOG", "warn");
+    let transport = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn server").0;
+    ().serve(transport).await.expect("initialize")
+}
+
+pub async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(map) = args else { panic!("arguments must be an object") };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(map))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+/// The structured content, after checking that the text content carries the same JSON.
+pub fn structured(result: &CallToolResult) -> Value {
+    let value = result.structured_content.clone().expect("structuredContent");
+    let text = result.content.first().and_then(|c| c.as_text()).expect("text content").text.clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value, "text and structured content differ");
+    value
+}
