@@ -372,6 +372,7 @@ async fn compaction_mismatch_returns_summaries() {
     assert_eq!(r["phase_summaries"]["step_03_DOCUMENT_RESEARCH"], "docs read");
     let status = ok(&client, "get_session_status", json!({})).await;
     assert_eq!(status["compaction_count"], 1);
+    fsck_clean(repo.path());
     client.cancel().await.unwrap();
 }
 
@@ -453,6 +454,7 @@ async fn cheating_fails_and_changes_nothing() {
     ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
     let data = json!({"explored_files": ["src/auth.py"], "findings": ["x"], "tools_used": ["find_definitions", "get_symbols"], "summary": "x"}).to_string();
     assert_eq!(ok(&client, "submit_phase", json!({"data": data})).await["phase"], "Q1");
+    fsck_clean(repo.path());
     client.cancel().await.unwrap();
 }
 
@@ -470,6 +472,7 @@ async fn session_tools_without_a_session() {
     let r =
         err(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "gate_level": "sometimes"})).await;
     assert_eq!(r["error"], "invalid_argument");
+    fsck_clean(repo.path());
     client.cancel().await.unwrap();
 }
 
