@@ -101,13 +101,20 @@ impl SessionStore {
             update(ACTIVE_REF, PreviousValue::MustNotExist, Target::Symbolic(name.clone()), "claim active session")?,
             update(name.as_bstr().to_string().as_str(), PreviousValue::MustNotExist, Target::Object(commit), "start")?,
         ];
-        match apply(&repo, edits) {
-            Ok(()) => Ok(commit),
-            Err(e) => match self.active() {
-                Ok(Some(other)) => Err(StoreError::Busy(other.checkpoint.orchestrator_state.session_id)),
-                _ => Err(e),
-            },
+        // A racing process may hold the ref locks for a moment: wait until its session shows up
+        // (then this one is refused) or the locks are free again.
+        let mut last_error = None;
+        for _ in 0..40 {
+            match apply(&repo, edits.clone()) {
+                Ok(()) => return Ok(commit),
+                Err(e) => match self.active() {
+                    Ok(Some(other)) => return Err(StoreError::Busy(other.checkpoint.orchestrator_state.session_id)),
+                    _ => last_error = Some(e),
+                },
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
         }
+        Err(last_error.unwrap_or(StoreError::Conflict))
     }
 
     /// Writes the next checkpoint on top of `previous`; fails with [`StoreError::Conflict`]
@@ -240,27 +247,40 @@ fn single_file_tree(repo: &gix::Repository, name: &str, blob: ObjectId) -> Resul
     Ok(repo.write_object(&tree).map_err(git)?.detach())
 }
 
-fn write_commit(
+pub(crate) fn write_commit(
     repo: &gix::Repository,
     tree: ObjectId,
     parent: Option<ObjectId>,
     message: &str,
 ) -> Result<ObjectId, StoreError> {
+    let parents: Vec<ObjectId> = parent.into_iter().collect();
+    write_commit_with(repo, tree, &parents, &format!("git-code-intel: {message}"))
+}
+
+/// A commit of `tree` with `parents` and exactly `message`, by the configured committer.
+pub(crate) fn write_commit_with(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    parents: &[ObjectId],
+    message: &str,
+) -> Result<ObjectId, StoreError> {
     let sig = signature(repo);
+    let mut message = message.trim_end().to_owned();
+    message.push('\n');
     let commit = gix::objs::Commit {
         tree,
-        parents: parent.into_iter().collect(),
+        parents: parents.iter().copied().collect(),
         author: sig.clone(),
         committer: sig,
         encoding: None,
-        message: format!("git-code-intel: {message}\n").into(),
+        message: message.into(),
         extra_headers: Vec::new(),
     };
     Ok(repo.write_object(&commit).map_err(git)?.detach())
 }
 
 /// The configured committer, or `git-code-intel <git-code-intel@localhost>`.
-fn signature(repo: &gix::Repository) -> gix::actor::Signature {
+pub(crate) fn signature(repo: &gix::Repository) -> gix::actor::Signature {
     match repo.committer() {
         Some(Ok(s)) => s.to_owned().unwrap_or_else(|_| fallback_signature()),
         _ => fallback_signature(),
@@ -275,7 +295,7 @@ fn fallback_signature() -> gix::actor::Signature {
     }
 }
 
-fn update(name: &str, expected: PreviousValue, new: Target, message: &str) -> Result<RefEdit, StoreError> {
+pub(crate) fn update(name: &str, expected: PreviousValue, new: Target, message: &str) -> Result<RefEdit, StoreError> {
     Ok(RefEdit {
         change: Change::Update {
             log: LogChange { mode: RefLog::AndReference, force_create_reflog: true, message: BString::from(message) },
@@ -287,7 +307,7 @@ fn update(name: &str, expected: PreviousValue, new: Target, message: &str) -> Re
     })
 }
 
-fn delete(name: &str, expected: PreviousValue) -> Result<RefEdit, StoreError> {
+pub(crate) fn delete(name: &str, expected: PreviousValue) -> Result<RefEdit, StoreError> {
     Ok(RefEdit {
         change: Change::Delete { expected, log: RefLog::AndReference },
         name: FullName::try_from(name).map_err(git)?,
@@ -295,7 +315,7 @@ fn delete(name: &str, expected: PreviousValue) -> Result<RefEdit, StoreError> {
     })
 }
 
-fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), StoreError> {
+pub(crate) fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), StoreError> {
     let sig = signature(repo);
     let mut buf = gix::date::parse::TimeBuf::default();
     repo.edit_references_as(edits, Some(sig.to_ref(&mut buf))).map(|_| ()).map_err(git)

@@ -315,6 +315,15 @@ impl CodeIntelServer {
     }
 
     #[tool(
+        name = "review_changes",
+        description = "PRE_COMMIT only: every change from the task branch's base commit to the work tree (committed, staged, unstaged, untracked but not ignored), each with change type, line stats, binary flag and a unified diff.",
+        annotations(read_only_hint = true)
+    )]
+    async fn review_changes(&self) -> Result<CallToolResult, rmcp::ErrorData> {
+        self.run_session("review_changes", |ws, s| s.review_changes(ws)).await
+    }
+
+    #[tool(
         name = "add_explored_files",
         description = "In READY: add files to the explored set so they may be written."
     )]

@@ -11,6 +11,7 @@ use std::sync::Mutex;
 
 use serde_json::{Map, Value, json};
 
+use crate::branches;
 use crate::engine::evidence::EvidenceFile;
 use crate::engine::phase::{self, Phase};
 use crate::engine::state::{Checkpoint, Flags, GateLevel, Intent};
@@ -20,8 +21,8 @@ use crate::gitstore::{SessionStore, StoreError, Stored};
 use crate::repo::PathError;
 use crate::workspace::Workspace;
 
-/// A failed effect: the contract path of its failure message, and the placeholders.
-type EffectFailure = (Vec<&'static str>, Vec<(&'static str, String)>);
+/// A failed effect: the contract path of its failure message, the placeholders, and details.
+type EffectFailure = (Vec<&'static str>, Vec<(&'static str, String)>, String);
 
 /// A session tool's answer: the JSON object for `structuredContent`, success or error.
 pub type SessionResult = Result<Value, Value>;
@@ -145,14 +146,15 @@ impl Sessions {
             add_cited_files(ws, &data, &mut next);
         }
         if let Some(effect) = &accepted.effect {
-            self.apply_effect(ws, effect, &mut next).map_err(|failure| {
-                submit::reject(
-                    &ws.contract,
-                    &checkpoint,
-                    &failure.0,
-                    &failure.1.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>(),
-                )
-                .response
+            self.apply_effect(ws, effect, old_phase, &mut next).map_err(|(path, vars, details)| {
+                let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let mut response = submit::reject(&ws.contract, &checkpoint, &path, &vars).response;
+                if !details.is_empty()
+                    && let Some(o) = response.as_object_mut()
+                {
+                    o.insert("details".into(), json!(details));
+                }
+                response
             })?;
         }
         let store = self.store(ws)?;
@@ -303,32 +305,110 @@ impl Sessions {
         }
     }
 
-    /// Carries out the engine's git work. On failure returns the contract path of the failure
-    /// and its placeholders.
-    fn apply_effect(&self, ws: &Workspace, effect: &Effect, next: &mut Checkpoint) -> Result<(), EffectFailure> {
-        let not_yet = "task-branch commits, merges and branch clean-up arrive with issue 4";
+    /// Carries out the engine's git work. On failure returns the contract path of the failure,
+    /// its placeholders, and what went wrong.
+    fn apply_effect(
+        &self,
+        ws: &Workspace,
+        effect: &Effect,
+        old_phase: Phase,
+        next: &mut Checkpoint,
+    ) -> Result<(), EffectFailure> {
+        let root = ws.repo.root();
+        let st = &mut next.orchestrator_state;
         match effect {
-            Effect::CreateTaskBranch => {
-                match crate::branches::create_task_branch(ws.repo.root(), &next.orchestrator_state.session_id) {
-                    Ok((branch, base)) => {
-                        next.orchestrator_state.task_branch = Some(branch);
-                        next.orchestrator_state.base_branch = Some(base);
-                        Ok(())
-                    }
-                    Err(e) => {
-                        tracing::warn!("task branch creation failed: {e}");
-                        Err((vec!["failures", "READY", "branch_creation_failed"], vec![]))
-                    }
+            Effect::CreateTaskBranch => match branches::create_task_branch(root, &st.session_id) {
+                Ok(b) => {
+                    st.task_branch = Some(b.name);
+                    st.base_branch = Some(b.base);
+                    st.base_commit = Some(b.base_commit.to_string());
+                    Ok(())
                 }
-            }
+                Err(e) => Err((vec!["failures", "READY", "branch_creation_failed"], vec![], e)),
+            },
             Effect::BranchChoice(choice) => Err((
                 vec!["failures", "BRANCH_INTERVENTION", "branch_operation_failed"],
-                vec![("choice", choice.clone()), ("errors", not_yet.to_owned())],
+                vec![
+                    ("choice", choice.clone()),
+                    ("errors", "stale-branch delete and merge are not built yet".to_owned()),
+                ],
+                String::new(),
             )),
-            Effect::Commit { .. } => Err((vec!["failures", "PRE_COMMIT", "finalize_failed"], vec![])),
-            Effect::Merge => Err((vec!["failures", "MERGE", "merge_failed"], vec![])),
+            Effect::Commit { message, discard } => {
+                let failure = match old_phase {
+                    Phase::QualityReview => vec!["failures", "QUALITY_REVIEW", "commit_execution_failed"],
+                    _ => vec!["failures", "PRE_COMMIT", "finalize_failed"],
+                };
+                let fail = |e: String| (failure.clone(), vec![], e);
+                let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_commit.clone()) else {
+                    return Err((vec!["failures", "PRE_COMMIT", "branch_manager_not_found"], vec![], String::new()));
+                };
+                let base = gix::ObjectId::from_hex(base.as_bytes()).map_err(|e| fail(e.to_string()))?;
+                branches::commit::commit_task(root, &task, base, message, discard).map(|_| ()).map_err(fail)
+            }
+            Effect::Merge => {
+                let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_branch.clone()) else {
+                    return Err((vec!["failures", "MERGE", "branch_manager_not_found"], vec![], String::new()));
+                };
+                let exists = branches::open(root)
+                    .ok()
+                    .and_then(|r| branches::ref_id(&r, &format!("refs/heads/{task}")).ok().flatten());
+                if exists.is_none() {
+                    return Err((
+                        vec!["failures", "MERGE", "branch_manager_not_found"],
+                        vec![],
+                        format!("{task} is missing"),
+                    ));
+                }
+                let note = session_note(next);
+                match branches::merge::merge_task(root, &task, &base, &note) {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err((vec!["failures", "MERGE", "merge_failed"], vec![], e.to_string())),
+                }
+            }
         }
     }
+
+    /// `review_changes`: PRE_COMMIT only; every change from the base commit to the work tree.
+    pub fn review_changes(&self, ws: &Workspace) -> SessionResult {
+        let stored = self.require_active(ws)?;
+        let st = &stored.checkpoint.orchestrator_state;
+        let tool_error = |key: &str, vars: &[(&str, &str)]| {
+            let m = ws.contract.error(&["tool_errors", "review_changes", key], vars);
+            json!({"success": false, "error": m.error, "message": m.message})
+        };
+        if st.phase() != Phase::PreCommit {
+            return Err(tool_error("phase_blocked", &[("phase", st.phase().name())]));
+        }
+        let Some(task) = st.task_branch.clone() else { return Err(tool_error("task_branch_not_enabled", &[])) };
+        let (Some(base), Some(base_commit)) = (st.base_branch.clone(), st.base_commit.clone()) else {
+            return Err(tool_error("branch_manager_not_found", &[]));
+        };
+        let base_commit =
+            gix::ObjectId::from_hex(base_commit.as_bytes()).map_err(|_| tool_error("branch_manager_not_found", &[]))?;
+        let review = branches::review::review(ws.repo.root(), base_commit, &base, &task)
+            .map_err(|e| error(ws, "review_failed", &e))?;
+        let mut value = serde_json::to_value(review).map_err(|e| error(ws, "internal_error", &e.to_string()))?;
+        if let Some(o) = value.as_object_mut() {
+            o.insert("success".into(), json!(true));
+        }
+        Ok(value)
+    }
+}
+
+/// What the merge note records: the request, the tasks, the outcome and the phase summaries.
+fn session_note(cp: &Checkpoint) -> String {
+    let st = &cp.orchestrator_state;
+    let note = json!({
+        "session_id": st.session_id,
+        "query": st.query,
+        "intent": st.intent,
+        "tasks": st.tasks.iter().map(|t| json!({"id": t.id, "description": t.description, "status": t.status,
+            "checklist": t.checklist})).collect::<Vec<_>>(),
+        "outcome": if st.forced_completion { "merged with unresolved quality issues" } else { "merged" },
+        "phase_summaries": cp.summaries(),
+    });
+    serde_json::to_string_pretty(&note).unwrap_or_default()
 }
 
 /// `YYYYMMDD_HHMMSS_` plus 8 hex digits of a hash of the time, the process and a counter, so

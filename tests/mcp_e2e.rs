@@ -23,8 +23,14 @@ const TOOLS: &[&str] = &[
 ];
 
 /// The workflow tools (tests/mcp_workflow.rs drives them).
-const SESSION_TOOLS: &[&str] =
-    &["start_session", "submit_phase", "get_session_status", "check_write_target", "add_explored_files"];
+const SESSION_TOOLS: &[&str] = &[
+    "start_session",
+    "submit_phase",
+    "get_session_status",
+    "check_write_target",
+    "add_explored_files",
+    "review_changes",
+];
 
 /// The project fixture plus the files git must not see and the files the walk must skip.
 fn project() -> tempfile::TempDir {

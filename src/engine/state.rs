@@ -135,6 +135,9 @@ pub struct SessionState {
     /// The `llm_task_*` branch of this session, once created, and the branch it came from.
     pub task_branch: Option<String>,
     pub base_branch: Option<String>,
+    /// The base branch's commit when the task branch was created.
+    #[serde(default)]
+    pub base_commit: Option<String>,
     pub counters: Counters,
     pub compaction_count: u64,
     pub tasks: Vec<Task>,

@@ -111,6 +111,7 @@ pub fn start(contract: &Contract, p: StartParams) -> (Checkpoint, Value) {
         branch_policy: None,
         task_branch: None,
         base_branch: None,
+        base_commit: None,
         counters: Counters::default(),
         compaction_count: 0,
         tasks: Vec::new(),
@@ -517,6 +518,11 @@ pub fn submit(contract: &Contract, session: &Checkpoint, data: &Value, facts: &F
             let st = &mut session.orchestrator_state;
             if issues.is_empty() {
                 st.quality_review_passed = true;
+                // Fixes made during the review are committed too, so nothing reviewed is left
+                // uncommitted when the branch is merged.
+                if st.task_branch.is_some() {
+                    effect = Some(Effect::Commit { message: "Quality review fixes".into(), discard: Vec::new() });
+                }
                 Next::Phase(Phase::Merge, None)
             } else {
                 st.counters.quality_revert_count += 1;

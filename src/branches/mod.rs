@@ -1,0 +1,99 @@
+//! The `llm_task_*` branch of a session, natively through gix: creation at READY
+//! ([`create_task_branch`]), the changes since its base ([`worktree`], [`review`]), the
+//! PRE_COMMIT commit ([`commit`]) and the MERGE back into the base ([`merge`]).
+
+pub mod commit;
+pub mod merge;
+pub mod review;
+pub mod worktree;
+
+use std::path::Path;
+
+use gix::ObjectId;
+use gix::refs::transaction::PreviousValue;
+use gix::refs::{FullName, Target};
+
+use crate::gitstore::{apply, signature, update};
+
+pub const TASK_BRANCH_PREFIX: &str = "llm_task_";
+
+/// A created task branch: its name, the branch it came from, and that branch's commit then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskBranch {
+    pub name: String,
+    pub base: String,
+    pub base_commit: ObjectId,
+}
+
+/// `llm_task_<session>_from_<base>`, with the base encoded so that `/` (and `%`) survive:
+/// `feature/x` → `feature%2Fx`.
+pub fn task_branch_name(session_id: &str, base: &str) -> String {
+    format!("{TASK_BRANCH_PREFIX}{session_id}_from_{}", base.replace('%', "%25").replace('/', "%2F"))
+}
+
+/// The (session id, base branch) a task branch name was made from.
+pub fn parse_task_branch(name: &str) -> Option<(String, String)> {
+    let rest = name.strip_prefix(TASK_BRANCH_PREFIX)?;
+    let (session, base) = rest.split_once("_from_")?;
+    Some((session.to_owned(), base.replace("%2F", "/").replace("%25", "%")))
+}
+
+pub(crate) fn open(root: &Path) -> Result<gix::Repository, String> {
+    gix::open(root).map_err(|e| e.to_string())
+}
+
+pub(crate) fn ref_id(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>, String> {
+    Ok(repo
+        .try_find_reference(name)
+        .map_err(|e| e.to_string())?
+        .and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
+}
+
+/// Creates the task branch at the current commit and makes it HEAD, with reflog entries. The
+/// work tree and the index are untouched: the branch points at the commit they are based on,
+/// so uncommitted work carries over.
+pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, String> {
+    let repo = open(root)?;
+    let head_name = repo
+        .head_name()
+        .map_err(|e| e.to_string())?
+        .ok_or("HEAD is detached; check out a branch before starting a task branch")?;
+    let head =
+        repo.head_id().map_err(|_| "the repository has no commits yet; make a first commit".to_owned())?.detach();
+    let base = head_name.shorten().to_string();
+    let name = task_branch_name(session_id, &base);
+    let full = FullName::try_from(format!("refs/heads/{name}")).map_err(|e| e.to_string())?;
+    let edits = vec![
+        update(
+            full.as_bstr().to_string().as_str(),
+            PreviousValue::MustNotExist,
+            Target::Object(head),
+            &format!("branch: Created from {base}"),
+        )
+        .map_err(|e| e.to_string())?,
+        update(
+            "HEAD",
+            PreviousValue::MustExistAndMatch(Target::Symbolic(head_name.clone())),
+            Target::Symbolic(full),
+            &format!("checkout: moving from {base} to {name}"),
+        )
+        .map_err(|e| e.to_string())?,
+    ];
+    apply(&repo, edits).map_err(|e| e.to_string())?;
+    let _ = signature;
+    Ok(TaskBranch { name, base, base_commit: head })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_encode_the_base_reversibly() {
+        let name = task_branch_name("20261122_070000_ab12cd34", "feature/x%y");
+        assert_eq!(name, "llm_task_20261122_070000_ab12cd34_from_feature%2Fx%25y");
+        assert_eq!(parse_task_branch(&name), Some(("20261122_070000_ab12cd34".into(), "feature/x%y".into())));
+        assert_eq!(parse_task_branch("llm_task_old"), None);
+        assert_eq!(parse_task_branch("main"), None);
+    }
+}

@@ -1,0 +1,99 @@
+//! `review_changes`: every change from the task's base commit to the work tree — committed,
+//! staged, unstaged and untracked-but-not-ignored — with type, line stats and a unified diff.
+
+use std::path::Path;
+
+use gix::ObjectId;
+use schemars::JsonSchema;
+use serde::Serialize;
+use similar::TextDiff;
+
+use super::worktree::{self, ChangeKind};
+
+/// Diffs beyond this many bytes per file are cut; the whole review stays under the MCP limit.
+const MAX_DIFF_BYTES: usize = 16 * 1024;
+const MAX_TOTAL_DIFF_BYTES: usize = 192 * 1024;
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FileChange {
+    pub file: String,
+    pub change: ChangeKind,
+    pub additions: usize,
+    pub deletions: usize,
+    pub binary: bool,
+    /// Unified diff (empty for binary files); cut when long, see `diff_truncated`.
+    pub diff: String,
+    pub diff_truncated: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReviewOutput {
+    pub base_branch: String,
+    pub base_commit: String,
+    pub task_branch: String,
+    pub files: Vec<FileChange>,
+    pub additions: usize,
+    pub deletions: usize,
+}
+
+fn looks_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(8192)].contains(&0)
+}
+
+pub fn review(
+    root: &Path,
+    base_commit: ObjectId,
+    base_branch: &str,
+    task_branch: &str,
+) -> Result<ReviewOutput, String> {
+    let repo = super::open(root)?;
+    let base_tree =
+        repo.find_commit(base_commit).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach();
+    let changes = worktree::changes(&repo, root, base_tree)?;
+    let mut files = Vec::new();
+    let mut budget = MAX_TOTAL_DIFF_BYTES;
+    for c in changes {
+        let old = match c.old {
+            Some((id, _)) => repo.find_object(id).map_err(|e| e.to_string())?.data.clone(),
+            None => Vec::new(),
+        };
+        let new = c.content.clone().unwrap_or_default();
+        let binary = looks_binary(&old) || looks_binary(&new);
+        let (mut additions, mut deletions, mut diff) = (0, 0, String::new());
+        if !binary {
+            let (old_text, new_text) = (String::from_utf8_lossy(&old), String::from_utf8_lossy(&new));
+            let text_diff = TextDiff::from_lines(old_text.as_ref(), new_text.as_ref());
+            for change in text_diff.iter_all_changes() {
+                match change.tag() {
+                    similar::ChangeTag::Insert => additions += 1,
+                    similar::ChangeTag::Delete => deletions += 1,
+                    similar::ChangeTag::Equal => {}
+                }
+            }
+            diff = text_diff
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("a/{}", c.path), &format!("b/{}", c.path))
+                .to_string();
+        }
+        let limit = MAX_DIFF_BYTES.min(budget);
+        let diff_truncated = diff.len() > limit;
+        if diff_truncated {
+            let mut cut = limit;
+            while !diff.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            diff.truncate(cut);
+        }
+        budget = budget.saturating_sub(diff.len());
+        files.push(FileChange { file: c.path, change: c.kind, additions, deletions, binary, diff, diff_truncated });
+    }
+    Ok(ReviewOutput {
+        base_branch: base_branch.to_owned(),
+        base_commit: base_commit.to_string(),
+        task_branch: task_branch.to_owned(),
+        additions: files.iter().map(|f| f.additions).sum(),
+        deletions: files.iter().map(|f| f.deletions).sum(),
+        files,
+    })
+}

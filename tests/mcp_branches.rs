@@ -1,0 +1,250 @@
+//! Task branches through the real server: the default flow through PRE_COMMIT and MERGE, with
+//! the result checked by the git CLI (status, log, notes, fsck).
+
+mod common;
+
+use std::path::Path;
+
+use common::mcp_client::{Client, call, connect, structured};
+use serde_json::{Value, json};
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(root)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn repo(branch: &str) -> tempfile::TempDir {
+    let dir = common::fixture_repo("project");
+    git(dir.path(), &["checkout", "-q", "-b", branch]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "initial"]);
+    dir
+}
+
+fn fsck(root: &Path) {
+    git(root, &["fsck", "--full", "--strict"]);
+}
+
+async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
+    structured(&r)
+}
+
+async fn submit(client: &Client, data: Value) -> Value {
+    ok(client, "submit_phase", json!({"data": data})).await
+}
+
+/// Commits `content` to `file` on `branch` without touching the index or the work tree (as a
+/// teammate's push would move the base).
+fn commit_on(root: &Path, branch: &str, file: &str, content: &str) {
+    let blob = pipe(root, &["hash-object", "-w", "--stdin"], content);
+    let parent = git(root, &["rev-parse", branch]);
+    let tmp_index = root.join(".git/tmp-index");
+    let env = [("GIT_INDEX_FILE", tmp_index.to_str().unwrap())];
+    run_env(root, &["read-tree", &parent], &env);
+    run_env(root, &["update-index", "--add", "--cacheinfo", &format!("100644,{blob},{file}")], &env);
+    let tree = run_env(root, &["write-tree"], &env);
+    let commit = git(root, &["commit-tree", &tree, "-p", &parent, "-m", &format!("teammate changes {file}")]);
+    git(root, &["update-ref", &format!("refs/heads/{branch}"), &commit]);
+    let _ = std::fs::remove_file(tmp_index);
+}
+
+fn pipe(root: &Path, args: &[&str], input: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).trim().to_owned()
+}
+
+fn run_env(root: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// From start to PRE_COMMIT: one task that appends a function to src/auth.py, plus a junk file.
+async fn to_pre_commit(client: &Client, root: &Path) {
+    submit_start(client).await;
+    submit(client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    ok(client, "find_definitions", json!({"symbol": "login"})).await;
+    ok(client, "search_text", json!({"pattern": "Session"})).await;
+    submit(
+        client,
+        json!({"explored_files": ["src/auth.py"], "findings": ["login in src/auth.py"],
+                          "tools_used": ["find_definitions", "search_text"], "summary": "explored"}),
+    )
+    .await;
+    for (field, reason) in [
+        ("needs_more_information", "enough found"),
+        ("has_unverified_hypotheses", "all verified"),
+        ("needs_impact_analysis", "one function only"),
+    ] {
+        submit(client, json!({field: false, "reason": reason, "tools_used": [], "summary": "gate"})).await;
+    }
+    let r = submit(
+        client,
+        json!({"tasks": [{"id": "t1", "description": "add logout", "status": "pending",
+        "checklist": [{"item": "logout in auth.py", "status": "pending"}]}], "tools_used": [], "summary": "plan"}),
+    )
+    .await;
+    assert!(r["task_branch"].as_str().unwrap().starts_with("llm_task_"), "{r}");
+    ok(client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let start = text.lines().count() + 3;
+    text.push_str("\n\ndef logout(session):\n    session.user = None\n    return True\n");
+    std::fs::write(&path, text).unwrap();
+    std::fs::write(root.join("src/debug_dump.txt"), "scratch output\n").unwrap();
+    submit(client, json!({"task_id": "t1", "checklist": [{"item": "logout in auth.py", "status": "done",
+        "evidence": format!("src/auth.py:{start}-{}", start + 2)}], "tools_used": ["check_write_target"], "summary": "logout added"})).await;
+    submit(client, json!({"summary": "all done"})).await;
+    let r = submit(
+        client,
+        json!({"verifier_used": "tests.md", "passed": true, "details": "ok", "tools_used": [], "summary": "verified"}),
+    )
+    .await;
+    assert_eq!(r["phase"], "PRE_COMMIT");
+}
+
+async fn submit_start(client: &Client) {
+    ok(client, "start_session", json!({"intent": "MODIFY", "query": "add logout", "no_doc_research": true})).await;
+}
+
+async fn commit_and_review(client: &Client) {
+    let review = ok(client, "review_changes", json!({})).await;
+    let files: Vec<&str> = review["files"].as_array().unwrap().iter().map(|f| f["file"].as_str().unwrap()).collect();
+    assert_eq!(files, vec!["src/auth.py", "src/debug_dump.txt"], "{review}");
+    let auth = &review["files"][0];
+    assert_eq!(
+        (auth["change"].as_str(), auth["additions"].as_u64(), auth["deletions"].as_u64()),
+        (Some("modified"), Some(5), Some(0))
+    );
+    assert!(auth["diff"].as_str().unwrap().contains("+def logout(session):"));
+    assert_eq!(review["files"][1]["change"], "added");
+    submit(
+        client,
+        json!({"review_prompt_used": "garbage_detection.md", "commit_message": "Add logout()",
+        "reviewed_files": [{"file": "src/auth.py", "decision": "keep"},
+                           {"file": "src/debug_dump.txt", "decision": "discard", "reason": "scratch output"}],
+        "tools_used": ["review_changes"], "summary": "reviewed"}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_flow_through_merge_fast_forward() {
+    let repo = repo("main");
+    let root = repo.path();
+    let client = connect(root).await;
+    to_pre_commit(&client, root).await;
+    let branch = git(root, &["symbolic-ref", "--short", "HEAD"]);
+    assert!(branch.ends_with("_from_main"), "{branch}");
+    commit_and_review(&client).await;
+    // Committed on the task branch; the discarded new file is gone and never committed.
+    assert_eq!(git(root, &["log", "-1", "--format=%s", &branch]), "Add logout()");
+    assert!(!root.join("src/debug_dump.txt").exists());
+    assert!(!git(root, &["log", "--all", "--format=", "--name-only"]).contains("debug_dump"));
+    assert_eq!(git(root, &["status", "--porcelain"]), "", "git status is clean after the commit");
+    let r = submit(
+        &client,
+        json!({"quality_prompt_used": "quality_review.md", "quality_score": "9/10", "issues": [],
+                                   "tools_used": [], "summary": "fine"}),
+    )
+    .await;
+    assert_eq!(r["phase"], "MERGE");
+    let r = submit(&client, json!({"summary": "merge it"})).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE");
+    assert_eq!(r["message"], format!("Merged {branch} → main. Session complete."));
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(git(root, &["log", "-1", "--format=%s"]), "Add logout()", "fast-forward: no merge commit");
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "", "the task branch is deleted");
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    let note = git(root, &["notes", "--ref=code-intel", "show", "HEAD"]);
+    assert!(note.contains("add logout") && note.contains("step_05_EXPLORATION"), "{note}");
+    fsck(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diverged_base_gets_a_three_way_merge_back_into_feature_x() {
+    let repo = repo("feature/x");
+    let root = repo.path();
+    let client = connect(root).await;
+    to_pre_commit(&client, root).await;
+    commit_and_review(&client).await;
+    submit(&client, json!({"quality_prompt_used": "q.md", "quality_score": "ok", "issues": [], "tools_used": [], "summary": "fine"})).await;
+    commit_on(root, "feature/x", "docs/auth.md", "# Auth\n\nUpdated by a teammate.\n");
+    let r = submit(&client, json!({"summary": "merge it"})).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE", "{r}");
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "feature/x");
+    let parents = git(root, &["log", "-1", "--format=%P"]);
+    assert_eq!(parents.split_whitespace().count(), 2, "a real merge commit");
+    assert!(std::fs::read_to_string(root.join("docs/auth.md")).unwrap().contains("teammate"));
+    assert!(std::fs::read_to_string(root.join("src/auth.py")).unwrap().contains("def logout"));
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    assert!(git(root, &["log", "--graph", "--oneline"]).contains("Merge llm_task_"));
+    assert_eq!(git(root, &["branch", "--list", "main"]), "", "nothing merged into a guessed main");
+    fsck(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicted_merge_leaves_everything_untouched() {
+    let repo = repo("main");
+    let root = repo.path();
+    let client = connect(root).await;
+    to_pre_commit(&client, root).await;
+    commit_and_review(&client).await;
+    submit(&client, json!({"quality_prompt_used": "q.md", "quality_score": "ok", "issues": [], "tools_used": [], "summary": "fine"})).await;
+    let mut theirs = git(root, &["show", "main:src/auth.py"]);
+    theirs.push_str("\n\ndef logout(session):\n    raise RuntimeError('no')\n");
+    commit_on(root, "main", "src/auth.py", &theirs);
+    let refs_before = git(root, &["for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/"]);
+    let head_before = git(root, &["symbolic-ref", "HEAD"]);
+    let file_before = std::fs::read_to_string(root.join("src/auth.py")).unwrap();
+    let r = call(&client, "submit_phase", json!({"data": {"summary": "merge it"}})).await;
+    assert_eq!(r.is_error, Some(true));
+    let e = structured(&r);
+    assert_eq!(e["error"], "merge_failed", "{e}");
+    assert!(e["details"].as_str().unwrap().contains("src/auth.py"), "{e}");
+    assert_eq!(git(root, &["for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/"]), refs_before);
+    assert_eq!(git(root, &["symbolic-ref", "HEAD"]), head_before);
+    assert_eq!(std::fs::read_to_string(root.join("src/auth.py")).unwrap(), file_before);
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    assert_eq!(ok(&client, "get_session_status", json!({})).await["phase"], "MERGE", "still in MERGE, can retry");
+    fsck(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_changes_is_only_for_pre_commit() {
+    let repo = repo("main");
+    let root = repo.path();
+    let client = connect(root).await;
+    submit_start(&client).await;
+    let r = call(&client, "review_changes", json!({})).await;
+    assert_eq!(r.is_error, Some(true));
+    let e = structured(&r);
+    assert_eq!(e["error"], "phase_blocked");
+    assert_eq!(e["message"], "review_changes only allowed in PRE_COMMIT phase, current: QUERY_FRAME.");
+    client.cancel().await.unwrap();
+}
