@@ -186,6 +186,9 @@ pub enum HookCommand {
     ClaudePreToolUse,
     /// Claude Code SessionStart: print the session's phase, instruction and summaries.
     ClaudeSessionStart,
+    /// git pre-commit: block staged garbage (debug output, temp files, conflict markers, stubs,
+    /// large binaries, secrets).
+    PreCommit,
 }
 
 pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
@@ -228,6 +231,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             }
         },
         Command::Hook(HookCommand::ClaudePreToolUse) => crate::hooks::pre_tool_use_from_stdin(ws).report(),
+        Command::Hook(HookCommand::PreCommit) => crate::hooks::pre_commit(ws),
         Command::Hook(HookCommand::ClaudeSessionStart) => {
             if let Some(text) = crate::hooks::session_start(ws) {
                 println!("{}", text.trim_end());

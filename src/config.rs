@@ -23,6 +23,8 @@ pub struct Config {
     pub sync_on_start: bool,
     /// Files over this many bytes are skipped by the walk, with a note in the output.
     pub max_file_size: u64,
+    /// What the pre-commit hook and review_changes flag as garbage.
+    pub garbage: crate::garbage::GarbageRules,
 }
 
 impl Default for Config {
@@ -37,6 +39,7 @@ impl Default for Config {
             sync_ttl_hours: 1.0,
             sync_on_start: true,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            garbage: crate::garbage::GarbageRules::default(),
         }
     }
 }

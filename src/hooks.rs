@@ -150,6 +150,44 @@ fn strip_quotes(command: &str) -> String {
     out
 }
 
+/// `git code-intel hook pre-commit`: the staged changes checked for garbage. Returns the exit
+/// status (1 blocks the commit) after printing each finding as `file:line: why`.
+pub fn pre_commit(ws: &Workspace) -> i32 {
+    let repo = match gix::open(ws.repo.root()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("git-code-intel pre-commit: not a git repository ({e}); not checking");
+            return 0;
+        }
+    };
+    let staged = match crate::branches::worktree::staged(&repo) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("git-code-intel pre-commit: cannot read the index ({e}); not checking");
+            return 0;
+        }
+    };
+    let blob = |id: Option<gix::ObjectId>| -> Vec<u8> {
+        id.and_then(|id| repo.find_object(id).ok()).map(|o| o.data.clone()).unwrap_or_default()
+    };
+    let changes: Vec<(String, Vec<u8>, Vec<u8>)> =
+        staged.iter().map(|s| (s.path.clone(), blob(s.old), blob(Some(s.new)))).collect();
+    let findings = crate::branches::worktree::garbage(&changes, &ws.config.garbage);
+    if findings.is_empty() {
+        return 0;
+    }
+    eprintln!("git-code-intel: this commit adds garbage ({} finding(s)):", findings.len());
+    for f in &findings {
+        if f.line > 0 {
+            eprintln!("  {}:{}: {}", f.file, f.line, f.why);
+        } else {
+            eprintln!("  {}: {}", f.file, f.why);
+        }
+    }
+    eprintln!("Fix or unstage these, or commit with --no-verify to skip the check.");
+    1
+}
+
 /// The text SessionStart prints: where the session is, what to do, and what was decided.
 pub fn session_start(ws: &Workspace) -> Option<String> {
     let store = SessionStore::open(ws.repo.root()).ok()?;

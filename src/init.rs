@@ -42,6 +42,10 @@ fn owned_files() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
+const PRE_COMMIT_HOOK: &str = include_str!("../hooks/pre-commit");
+const HOOK_MARKER: &str = "git-code-intel pre-commit hook";
+const CHAINED_HOOK: &str = "pre-commit.before-code-intel";
+
 const AGENTS_SECTION: &str = include_str!("../templates/init/agents_section.md");
 const CODEX_SNIPPET: &str = include_str!("../templates/init/codex.toml");
 const AGENTS_BEGIN: &str = "<!-- git-code-intel:begin -->";
@@ -129,11 +133,39 @@ pub fn init(root: &Path, force: bool) -> std::io::Result<Vec<FileReport>> {
         }
         Some(format!("{text}{}{CODEX_SNIPPET}", separator(text)))
     })?);
+    report.push(install_pre_commit(root)?);
     let manifest_text = serde_json::to_vec_pretty(&manifest).map_err(std::io::Error::other)?;
     if std::fs::read(root.join(MANIFEST)).ok().as_deref() != Some(manifest_text.as_slice()) {
         write(&root.join(MANIFEST), &manifest_text)?;
     }
     Ok(report)
+}
+
+/// `.git/hooks/pre-commit`: ours, with any hook that was there kept and run first.
+fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
+    let report = |action| FileReport { path: ".git/hooks/pre-commit".into(), action };
+    let Ok(repo) = gix::open(root) else { return Ok(report(Action::Unchanged)) };
+    let dir = repo.git_dir().join("hooks");
+    let hook = dir.join("pre-commit");
+    let existing = std::fs::read_to_string(&hook).ok();
+    if existing.as_deref() == Some(PRE_COMMIT_HOOK) {
+        return Ok(report(Action::Unchanged));
+    }
+    let action = match &existing {
+        Some(text) if text.contains(HOOK_MARKER) => Action::Updated,
+        Some(_) => {
+            std::fs::rename(&hook, dir.join(CHAINED_HOOK))?;
+            Action::Merged
+        }
+        None => Action::Created,
+    };
+    write(&hook, PRE_COMMIT_HOOK.as_bytes())?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(report(action))
 }
 
 fn mcp_entry(doc: &mut Value) -> bool {

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod engine;
+pub mod garbage;
 pub mod gitstore;
 pub mod hooks;
 pub mod index;

@@ -386,7 +386,7 @@ impl Sessions {
         };
         let base_commit =
             gix::ObjectId::from_hex(base_commit.as_bytes()).map_err(|_| tool_error("branch_manager_not_found", &[]))?;
-        let review = branches::review::review(ws.repo.root(), base_commit, &base, &task)
+        let review = branches::review::review(ws.repo.root(), base_commit, &base, &task, &ws.config.garbage)
             .map_err(|e| error(ws, "review_failed", &e))?;
         let mut value = serde_json::to_value(review).map_err(|e| error(ws, "internal_error", &e.to_string()))?;
         if let Some(o) = value.as_object_mut() {

@@ -140,6 +140,7 @@ async fn commit_and_review(client: &Client) {
     );
     assert!(auth["diff"].as_str().unwrap().contains("+def logout(session):"));
     assert_eq!(review["files"][1]["change"], "added");
+    assert_eq!(review["garbage"], json!([]), "the same checks as the pre-commit hook, and nothing found");
     submit(
         client,
         json!({"review_prompt_used": "garbage_detection.md", "commit_message": "Add logout()",

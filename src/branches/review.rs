@@ -34,6 +34,8 @@ pub struct ReviewOutput {
     pub files: Vec<FileChange>,
     pub additions: usize,
     pub deletions: usize,
+    /// What the pre-commit hook would flag in these changes.
+    pub garbage: Vec<crate::garbage::Finding>,
 }
 
 fn looks_binary(bytes: &[u8]) -> bool {
@@ -45,12 +47,14 @@ pub fn review(
     base_commit: ObjectId,
     base_branch: &str,
     task_branch: &str,
+    rules: &crate::garbage::GarbageRules,
 ) -> Result<ReviewOutput, String> {
     let repo = super::open(root)?;
     let base_tree =
         repo.find_commit(base_commit).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach();
     let changes = worktree::changes(&repo, root, base_tree)?;
     let mut files = Vec::new();
+    let mut contents = Vec::new();
     let mut budget = MAX_TOTAL_DIFF_BYTES;
     for c in changes {
         let old = match c.old {
@@ -59,6 +63,9 @@ pub fn review(
         };
         let new = c.content.clone().unwrap_or_default();
         let binary = looks_binary(&old) || looks_binary(&new);
+        if c.kind != ChangeKind::Deleted {
+            contents.push((c.path.clone(), old.clone(), new.clone()));
+        }
         let (mut additions, mut deletions, mut diff) = (0, 0, String::new());
         if !binary {
             let (old_text, new_text) = (String::from_utf8_lossy(&old), String::from_utf8_lossy(&new));
@@ -92,6 +99,7 @@ pub fn review(
         base_branch: base_branch.to_owned(),
         base_commit: base_commit.to_string(),
         task_branch: task_branch.to_owned(),
+        garbage: worktree::garbage(&contents, rules),
         additions: files.iter().map(|f| f.additions).sum(),
         deletions: files.iter().map(|f| f.deletions).sum(),
         files,

@@ -150,3 +150,82 @@ pub fn restore(
         }
     }
 }
+
+/// A staged change: the path, the HEAD blob (if any) and the staged blob.
+#[derive(Debug, Clone)]
+pub struct Staged {
+    pub path: String,
+    pub old: Option<ObjectId>,
+    pub new: ObjectId,
+}
+
+/// Added or modified files in the index compared with HEAD (deletions carry no new content).
+pub fn staged(repo: &gix::Repository) -> Result<Vec<Staged>, String> {
+    let head_tree = match repo.head_commit() {
+        Ok(c) => Some(c.tree_id().map_err(|e| e.to_string())?.detach()),
+        Err(_) => None,
+    };
+    let base = match head_tree {
+        Some(t) => flatten(repo, t)?,
+        None => BTreeMap::new(),
+    };
+    let index = repo.index_or_empty().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for entry in index.entries() {
+        if entry.stage_raw() != 0 || entry.mode.is_submodule() {
+            continue;
+        }
+        let path = entry.path(&index).to_string();
+        let old = base.get(&path).map(|(id, _)| *id);
+        if old != Some(entry.id) {
+            out.push(Staged { path, old, new: entry.id });
+        }
+    }
+    Ok(out)
+}
+
+/// (1-based new line number, text) of every line `new` adds to `old`.
+pub fn added_lines(old: &str, new: &str) -> Vec<(usize, String)> {
+    let diff = similar::TextDiff::from_lines(old, new);
+    diff.iter_all_changes()
+        .filter(|c| c.tag() == similar::ChangeTag::Insert)
+        .filter_map(|c| c.new_index().map(|i| (i + 1, c.value().trim_end_matches(['\n', '\r']).to_owned())))
+        .collect()
+}
+
+/// A changed file's added lines, ready for the garbage checks.
+struct Added {
+    path: String,
+    lines: Vec<(usize, String)>,
+    binary: bool,
+    size: u64,
+}
+
+/// The garbage findings for a set of (path, old bytes, new bytes) changes.
+pub fn garbage(
+    changes: &[(String, Vec<u8>, Vec<u8>)],
+    rules: &crate::garbage::GarbageRules,
+) -> Vec<crate::garbage::Finding> {
+    let added: Vec<Added> = changes
+        .iter()
+        .map(|(path, old, new)| {
+            let binary = new[..new.len().min(8192)].contains(&0);
+            let lines = if binary {
+                Vec::new()
+            } else {
+                added_lines(&String::from_utf8_lossy(old), &String::from_utf8_lossy(new))
+            };
+            Added { path: path.clone(), lines, binary, size: new.len() as u64 }
+        })
+        .collect();
+    let files: Vec<crate::garbage::ChangedFile> = added
+        .iter()
+        .map(|a| crate::garbage::ChangedFile {
+            path: &a.path,
+            added: a.lines.iter().map(|(n, t)| (*n, t.as_str())).collect(),
+            binary: a.binary,
+            size: a.size,
+        })
+        .collect();
+    crate::garbage::check(&files, rules)
+}
