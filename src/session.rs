@@ -322,6 +322,8 @@ impl Sessions {
                     st.task_branch = Some(b.name);
                     st.base_branch = Some(b.base);
                     st.base_commit = Some(b.base_commit.to_string());
+                    st.user_changes =
+                        b.user_changes.into_iter().map(|(p, id)| (p, id.map(|i| i.to_string()))).collect();
                     Ok(())
                 }
                 Err(e) => Err((vec!["failures", "READY", "branch_creation_failed"], vec![], e)),
@@ -344,7 +346,14 @@ impl Sessions {
                     return Err((vec!["failures", "PRE_COMMIT", "branch_manager_not_found"], vec![], String::new()));
                 };
                 let base = gix::ObjectId::from_hex(base.as_bytes()).map_err(|e| fail(e.to_string()))?;
-                branches::commit::commit_task(root, &task, base, message, discard).map(|_| ()).map_err(fail)
+                let user_changes = st
+                    .user_changes
+                    .iter()
+                    .map(|(p, id)| (p.clone(), id.as_ref().and_then(|i| gix::ObjectId::from_hex(i.as_bytes()).ok())))
+                    .collect();
+                branches::commit::commit_task(root, &task, base, message, discard, &user_changes)
+                    .map(|_| ())
+                    .map_err(fail)
             }
             Effect::Merge => {
                 let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_branch.clone()) else {
@@ -386,8 +395,14 @@ impl Sessions {
         };
         let base_commit =
             gix::ObjectId::from_hex(base_commit.as_bytes()).map_err(|_| tool_error("branch_manager_not_found", &[]))?;
-        let review = branches::review::review(ws.repo.root(), base_commit, &base, &task, &ws.config.garbage)
-            .map_err(|e| error(ws, "review_failed", &e))?;
+        let user_changes = st
+            .user_changes
+            .iter()
+            .map(|(p, id)| (p.clone(), id.as_ref().and_then(|i| gix::ObjectId::from_hex(i.as_bytes()).ok())))
+            .collect();
+        let review =
+            branches::review::review(ws.repo.root(), base_commit, &base, &task, &ws.config.garbage, &user_changes)
+                .map_err(|e| error(ws, "review_failed", &e))?;
         let mut value = serde_json::to_value(review).map_err(|e| error(ws, "internal_error", &e.to_string()))?;
         if let Some(o) = value.as_object_mut() {
             o.insert("success".into(), json!(true));

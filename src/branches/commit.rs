@@ -2,6 +2,7 @@
 //! everything else is committed onto the task branch, and the index is rewritten from the new
 //! tree so `git status` is clean.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use gix::ObjectId;
@@ -18,6 +19,7 @@ pub fn commit_task(
     base_commit: ObjectId,
     message: &str,
     discard: &[String],
+    user_changes: &BTreeMap<String, Option<ObjectId>>,
 ) -> Result<ObjectId, String> {
     let repo = super::open(root)?;
     let branch_ref = format!("refs/heads/{task_branch}");
@@ -31,8 +33,26 @@ pub fn commit_task(
     let changes = worktree::changes(&repo, root, base_tree)?;
     let mut editor = repo.edit_tree(base_tree).map_err(|e| e.to_string())?;
     for c in &changes {
+        let users = user_changes.get(&c.path);
         if discard.iter().any(|d| d == &c.path) {
-            worktree::restore(&repo, root, &c.path, c.old)?;
+            // Discarding goes back to what was there before the task: the user's version if
+            // they had one, else the base.
+            match users {
+                Some(Some(id)) => worktree::restore(
+                    &repo,
+                    root,
+                    &c.path,
+                    Some((*id, c.new.map_or(gix::objs::tree::EntryKind::Blob, |n| n.1))),
+                )?,
+                Some(None) => worktree::restore(&repo, root, &c.path, None)?,
+                None => worktree::restore(&repo, root, &c.path, c.old)?,
+            }
+            continue;
+        }
+        // The user's own uncommitted work, untouched by the task, stays uncommitted.
+        if let Some(user) = users
+            && *user == c.new.map(|n| n.0)
+        {
             continue;
         }
         match (c.kind, &c.content, c.new) {

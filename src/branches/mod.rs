@@ -23,6 +23,8 @@ pub struct TaskBranch {
     pub name: String,
     pub base: String,
     pub base_commit: ObjectId,
+    /// Uncommitted changes found at creation: path → blob id written for them (None: deleted).
+    pub user_changes: std::collections::BTreeMap<String, Option<ObjectId>>,
 }
 
 /// `llm_task_<session>_from_<base>`, with the base encoded so that `/` (and `%`) survive:
@@ -79,9 +81,20 @@ pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, S
         )
         .map_err(|e| e.to_string())?,
     ];
+    // The user's uncommitted work is remembered (its contents stored as blobs) so the task's
+    // commit can leave it alone.
+    let base_tree = repo.find_commit(head).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach();
+    let mut user_changes = std::collections::BTreeMap::new();
+    for c in worktree::changes(&repo, root, base_tree)? {
+        let id = match &c.content {
+            Some(bytes) => Some(repo.write_blob(bytes).map_err(|e| e.to_string())?.detach()),
+            None => None,
+        };
+        user_changes.insert(c.path, id);
+    }
     apply(&repo, edits).map_err(|e| e.to_string())?;
     let _ = signature;
-    Ok(TaskBranch { name, base, base_commit: head })
+    Ok(TaskBranch { name, base, base_commit: head, user_changes })
 }
 
 #[cfg(test)]

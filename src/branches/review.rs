@@ -24,6 +24,8 @@ pub struct FileChange {
     /// Unified diff (empty for binary files); cut when long, see `diff_truncated`.
     pub diff: String,
     pub diff_truncated: bool,
+    /// The user's own uncommitted change from before the task, left out of the task's commit.
+    pub pre_existing: bool,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -48,6 +50,7 @@ pub fn review(
     base_branch: &str,
     task_branch: &str,
     rules: &crate::garbage::GarbageRules,
+    user_changes: &std::collections::BTreeMap<String, Option<ObjectId>>,
 ) -> Result<ReviewOutput, String> {
     let repo = super::open(root)?;
     let base_tree =
@@ -63,7 +66,8 @@ pub fn review(
         };
         let new = c.content.clone().unwrap_or_default();
         let binary = looks_binary(&old) || looks_binary(&new);
-        if c.kind != ChangeKind::Deleted {
+        let pre_existing = user_changes.get(&c.path).is_some_and(|u| *u == c.new.map(|n| n.0));
+        if c.kind != ChangeKind::Deleted && !pre_existing {
             contents.push((c.path.clone(), old.clone(), new.clone()));
         }
         let (mut additions, mut deletions, mut diff) = (0, 0, String::new());
@@ -93,7 +97,17 @@ pub fn review(
             diff.truncate(cut);
         }
         budget = budget.saturating_sub(diff.len());
-        files.push(FileChange { file: c.path, change: c.kind, additions, deletions, binary, diff, diff_truncated });
+        let pre_existing = user_changes.get(&c.path).is_some_and(|u| *u == c.new.map(|n| n.0));
+        files.push(FileChange {
+            file: c.path,
+            change: c.kind,
+            additions,
+            deletions,
+            binary,
+            diff,
+            diff_truncated,
+            pre_existing,
+        });
     }
     Ok(ReviewOutput {
         base_branch: base_branch.to_owned(),

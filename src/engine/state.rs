@@ -138,6 +138,10 @@ pub struct SessionState {
     /// The base branch's commit when the task branch was created.
     #[serde(default)]
     pub base_commit: Option<String>,
+    /// The user's uncommitted changes when the task branch was created: path → blob id of the
+    /// content then (None: deleted). They are left uncommitted unless the agent changed them.
+    #[serde(default)]
+    pub user_changes: BTreeMap<String, Option<String>>,
     pub counters: Counters,
     pub compaction_count: u64,
     pub tasks: Vec<Task>,

@@ -112,6 +112,7 @@ pub fn start(contract: &Contract, p: StartParams) -> (Checkpoint, Value) {
         task_branch: None,
         base_branch: None,
         base_commit: None,
+        user_changes: BTreeMap::new(),
         counters: Counters::default(),
         compaction_count: 0,
         tasks: Vec::new(),
