@@ -40,8 +40,13 @@ pub struct Cli {
 pub enum Command {
     /// Show the active workflow session: phase, step, tasks, counters.
     Status,
-    /// Remove every session checkpoint under refs/code-intel/ and reset the session state.
-    Clean,
+    /// Remove every session checkpoint under refs/code-intel/ and reset the session state, and
+    /// delete stale llm_task_* branches that hold no unmerged commits.
+    Clean {
+        /// Also delete llm_task_* branches with unmerged commits (listed first without it).
+        #[arg(long)]
+        confirm: bool,
+    },
     /// Set up a repository: .code-intel/ prompts and contract, the /code skill, .mcp.json,
     /// Claude Code hooks, the Codex MCP entry, AGENTS.md and .gitignore entries.
     Init {
@@ -195,21 +200,41 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
     match command {
         Command::Serve => 0,
         Command::Status => status(ws, json),
-        Command::Clean => match crate::gitstore::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
-            Ok(n) => {
-                let out = serde_json::json!({"removed_sessions": n, "message": format!("Removed {n} session checkpoint(s); no session is active.")});
-                if json {
-                    println!("{out}");
-                } else {
-                    println!("{}", out["message"].as_str().unwrap_or_default());
+        Command::Clean { confirm } => {
+            let removed = match crate::gitstore::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 1;
                 }
-                0
+            };
+            let branches = crate::session::Sessions::open(ws).cleanup_stale_branches(ws, "delete", confirm);
+            let branches = match branches {
+                Ok(v) | Err(v) => v,
+            };
+            let out = serde_json::json!({
+                "removed_sessions": removed,
+                "deleted_branches": branches["deleted"],
+                "kept_branches": branches["kept"],
+                "message": format!("Removed {removed} session checkpoint(s); no session is active."),
+            });
+            if json {
+                println!("{out}");
+            } else {
+                println!("{}", out["message"].as_str().unwrap_or_default());
+                for b in branches["deleted"].as_array().into_iter().flatten() {
+                    println!("deleted branch {}", b.as_str().unwrap_or_default());
+                }
+                for k in branches["kept"].as_array().into_iter().flatten() {
+                    println!(
+                        "kept branch {} ({})",
+                        k["branch"].as_str().unwrap_or_default(),
+                        k["reason"].as_str().unwrap_or_default()
+                    );
+                }
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                1
-            }
-        },
+            0
+        }
         Command::Init { force } => match crate::init::init(ws.repo.root(), force) {
             Ok(report) => {
                 if json {

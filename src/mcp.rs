@@ -137,6 +137,15 @@ pub struct CheckWriteTargetParams {
 }
 
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+pub struct CleanupStaleBranchesParams {
+    /// "delete" (default) removes task branches; "merge" first merges the current task branch
+    /// into its base.
+    pub action: Option<String>,
+    /// Required to delete branches holding unmerged commits (list them first without it).
+    pub confirm: Option<bool>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 pub struct AddExploredFilesParams {
     /// Files to add to the explored set (READY only).
     pub files: Vec<String>,
@@ -321,6 +330,19 @@ impl CodeIntelServer {
     )]
     async fn review_changes(&self) -> Result<CallToolResult, rmcp::ErrorData> {
         self.run_session("review_changes", |ws, s| s.review_changes(ws)).await
+    }
+
+    #[tool(
+        name = "cleanup_stale_branches",
+        description = "Delete llm_task_* branches left by earlier sessions (merged ones at once; unmerged ones only with confirm: true after they were listed), or with action \"merge\" first merge the current task branch into its base."
+    )]
+    async fn cleanup_stale_branches(
+        &self,
+        Parameters(p): Parameters<CleanupStaleBranchesParams>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let action = p.action.unwrap_or_else(|| "delete".into());
+        let confirm = p.confirm.unwrap_or(false);
+        self.run_session("cleanup_stale_branches", move |ws, s| s.cleanup_stale_branches(ws, &action, confirm)).await
     }
 
     #[tool(

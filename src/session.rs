@@ -119,6 +119,10 @@ impl Sessions {
                 stale_branches: stale,
             },
         );
+        let mut response = response;
+        if stale && let Some(o) = response.as_object_mut() {
+            o.insert("stale_branches".into(), json!(branches::stale::list(ws.repo.root()).unwrap_or_default()));
+        }
         match store.create(&checkpoint) {
             Ok(_) => {
                 self.reset_record(&checkpoint);
@@ -328,14 +332,57 @@ impl Sessions {
                 }
                 Err(e) => Err((vec!["failures", "READY", "branch_creation_failed"], vec![], e)),
             },
-            Effect::BranchChoice(choice) => Err((
-                vec!["failures", "BRANCH_INTERVENTION", "branch_operation_failed"],
-                vec![
-                    ("choice", choice.clone()),
-                    ("errors", "stale-branch delete and merge are not built yet".to_owned()),
-                ],
-                String::new(),
-            )),
+            Effect::BranchChoice(choice) => {
+                let fail = |e: String| {
+                    (
+                        vec!["failures", "BRANCH_INTERVENTION", "branch_operation_failed"],
+                        vec![("choice", choice.clone()), ("errors", e)],
+                        String::new(),
+                    )
+                };
+                let stale = branches::stale::list(root).map_err(fail)?;
+                let current = stale.iter().find(|b| b.current).cloned();
+                match choice.as_str() {
+                    "delete" => {
+                        let names: Vec<String> = stale.iter().map(|b| b.branch.clone()).collect();
+                        branches::stale::delete_branches(root, &names).map_err(fail)
+                    }
+                    "merge" => {
+                        let Some(cur) = current else {
+                            return Err(fail(
+                                "HEAD is not on an llm_task_* branch, so there is no current task branch to merge"
+                                    .into(),
+                            ));
+                        };
+                        let Some(base) = cur.base.clone() else {
+                            return Err(fail(format!("the base of {} is unknown", cur.branch)));
+                        };
+                        let note = json!({"merged_stale_branch": cur.branch, "by_session": st.session_id}).to_string();
+                        branches::merge::merge_task(root, &cur.branch, &base, &note)
+                            .map_err(|e| fail(e.to_string()))?;
+                        let others: Vec<String> =
+                            stale.iter().filter(|b| b.branch != cur.branch).map(|b| b.branch.clone()).collect();
+                        branches::stale::delete_branches(root, &others).map_err(fail)
+                    }
+                    _ => {
+                        // continue: keep working on the current task branch, if HEAD is on one.
+                        if let Some(cur) = current
+                            && let Some(base) = cur.base.clone()
+                        {
+                            let adopted = branches::adopt(root, &cur.branch, &base).map_err(fail)?;
+                            st.task_branch = Some(adopted.name);
+                            st.base_branch = Some(adopted.base);
+                            st.base_commit = Some(adopted.base_commit.to_string());
+                            st.user_changes = adopted
+                                .user_changes
+                                .into_iter()
+                                .map(|(p, id)| (p, id.map(|i| i.to_string())))
+                                .collect();
+                        }
+                        Ok(())
+                    }
+                }
+            }
             Effect::Commit { message, discard } => {
                 let failure = match old_phase {
                     Phase::QualityReview => vec!["failures", "QUALITY_REVIEW", "commit_execution_failed"],
@@ -408,6 +455,51 @@ impl Sessions {
             o.insert("success".into(), json!(true));
         }
         Ok(value)
+    }
+}
+
+impl Sessions {
+    /// `cleanup_stale_branches`: merged task branches are deleted; unmerged ones only with
+    /// `confirm`, after a call without it has listed them. `merge` first merges the current task
+    /// branch into its base. The active session's own branch is never touched.
+    pub fn cleanup_stale_branches(&self, ws: &Workspace, action: &str, confirm: bool) -> SessionResult {
+        let root = ws.repo.root();
+        if !matches!(action, "delete" | "merge") {
+            return Err(ws_invalid(ws, "action", "expected \"delete\" or \"merge\""));
+        }
+        let own = self.active(ws).ok().flatten().and_then(|s| s.checkpoint.orchestrator_state.task_branch);
+        let stale: Vec<branches::stale::StaleBranch> = branches::stale::list(root)
+            .map_err(|e| error(ws, "git_error", &e))?
+            .into_iter()
+            .filter(|b| own.as_deref() != Some(b.branch.as_str()))
+            .collect();
+        let mut merged = Vec::new();
+        let mut kept = Vec::new();
+        let mut to_delete = Vec::new();
+        if action == "merge"
+            && let Some(cur) = stale.iter().find(|b| b.current)
+        {
+            let base = cur
+                .base
+                .clone()
+                .ok_or_else(|| error(ws, "merge_failed", &format!("the base of {} is unknown", cur.branch)))?;
+            let note = json!({"merged_stale_branch": cur.branch}).to_string();
+            branches::merge::merge_task(root, &cur.branch, &base, &note).map_err(|e| {
+                let m = ws.contract.error(&["failures", "MERGE", "merge_failed"], &[]);
+                json!({"success": false, "error": m.error, "message": m.message, "details": e.to_string()})
+            })?;
+            merged.push(cur.branch.clone());
+        }
+        for b in stale.iter().filter(|b| !merged.contains(&b.branch)) {
+            if b.ahead == 0 || confirm {
+                to_delete.push(b.branch.clone());
+            } else {
+                kept.push(json!({"branch": b.branch, "base": b.base, "ahead": b.ahead,
+                    "reason": format!("unmerged: {} commit(s) not on its base; call again with confirm: true to delete them", b.ahead)}));
+            }
+        }
+        branches::stale::delete_branches(root, &to_delete).map_err(|e| error(ws, "git_error", &e))?;
+        Ok(json!({"success": true, "action": action, "merged": merged, "deleted": to_delete, "kept": kept}))
     }
 }
 

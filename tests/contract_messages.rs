@@ -445,7 +445,8 @@ async fn server_responses() -> Vec<Value> {
         any(&c, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "fast": true, "no_verify": true})).await;
     let id = started["session_id"].as_str().unwrap().to_owned();
     assert_eq!(started["phase"], "BRANCH_INTERVENTION");
-    out.push(any(&c, "submit_phase", json!({"data": {"choice": "delete", "tools_used": [], "summary": "s"}})).await);
+    // merge needs HEAD on a task branch; HEAD is on main.
+    out.push(any(&c, "submit_phase", json!({"data": {"choice": "merge", "tools_used": [], "summary": "s"}})).await);
     out.push(any(&c, "start_session", json!({"intent": "IMPLEMENT", "query": "again"})).await);
     git(root, &["branch", "-D", "llm_task_old"], None);
     let _ = &id;

@@ -264,3 +264,107 @@ async fn review_changes_is_only_for_pre_commit() {
     assert_eq!(e["message"], "review_changes only allowed in PRE_COMMIT phase, current: QUERY_FRAME.");
     client.cancel().await.unwrap();
 }
+
+/// A leftover task branch from an earlier session, one commit ahead of main, with HEAD on it
+/// when `checked_out`.
+fn stale_branch(root: &Path, checked_out: bool) -> String {
+    let name = "llm_task_20260101_000000_deadbeef_from_main".to_owned();
+    git(root, &["checkout", "-q", "-b", &name]);
+    std::fs::write(root.join("src/old_work.py"), "def old_work():\n    return 42\n").unwrap();
+    git(root, &["add", "src/old_work.py"]);
+    git(root, &["commit", "-q", "-m", "old session work"]);
+    if !checked_out {
+        git(root, &["checkout", "-q", "main"]);
+    }
+    name
+}
+
+async fn start_listing(client: &Client) -> Value {
+    let r =
+        ok(client, "start_session", json!({"intent": "MODIFY", "query": "add logout", "no_doc_research": true})).await;
+    assert_eq!(r["phase"], "BRANCH_INTERVENTION");
+    assert_eq!(r["stale_branches"][0]["base"], "main");
+    assert_eq!(r["stale_branches"][0]["ahead"], 1);
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_branch_delete_merge_and_continue() {
+    // delete: gone, HEAD back on its base.
+    let repo = repo("main");
+    let root = repo.path();
+    let name = stale_branch(root, true);
+    let client = connect(root).await;
+    start_listing(&client).await;
+    submit(&client, json!({"choice": "delete", "tools_used": [], "summary": "user chose delete"})).await;
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert!(!root.join("src/old_work.py").exists(), "the work tree follows HEAD back to main");
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    fsck(root);
+    client.cancel().await.unwrap();
+
+    // merge: the current task branch goes into its recorded base.
+    let repo = repo_with_stale(true);
+    let root = repo.path();
+    let client = connect(root).await;
+    start_listing(&client).await;
+    submit(&client, json!({"choice": "merge", "tools_used": [], "summary": "user chose merge"})).await;
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(git(root, &["log", "-1", "--format=%s", "main"]), "old session work");
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
+    assert!(root.join("src/old_work.py").exists());
+    fsck(root);
+    client.cancel().await.unwrap();
+
+    // continue: the session keeps working on the current task branch and merges it in the end.
+    let repo = repo_with_stale(true);
+    let root = repo.path();
+    let client = connect(root).await;
+    start_listing(&client).await;
+    submit(&client, json!({"choice": "continue", "tools_used": [], "summary": "keep the branch"})).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    ok(&client, "find_definitions", json!({"symbol": "login"})).await;
+    ok(&client, "search_text", json!({"pattern": "Session"})).await;
+    submit(&client, json!({"explored_files": ["src/auth.py"], "findings": ["f"], "tools_used": ["find_definitions", "search_text"], "summary": "e"})).await;
+    for field in ["needs_more_information", "has_unverified_hypotheses", "needs_impact_analysis"] {
+        submit(&client, json!({field: false, "reason": "nothing more is needed", "tools_used": [], "summary": "g"}))
+            .await;
+    }
+    let r = submit(
+        &client,
+        json!({"tasks": [{"id": "t", "description": "d", "status": "pending",
+        "checklist": [{"item": "i", "status": "pending"}]}], "tools_used": [], "summary": "plan"}),
+    )
+    .await;
+    assert_eq!(r["task_branch"], name, "no new branch: the current one is adopted");
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]).lines().count(), 1);
+    fsck(root);
+    client.cancel().await.unwrap();
+}
+
+fn repo_with_stale(checked_out: bool) -> tempfile::TempDir {
+    let dir = repo("main");
+    stale_branch(dir.path(), checked_out);
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_keeps_unmerged_work_until_confirmed() {
+    let repo = repo_with_stale(false);
+    let root = repo.path();
+    git(root, &["branch", "llm_task_20260102_000000_cafebabe_from_main", "main"]);
+    let client = connect(root).await;
+    let r = ok(&client, "cleanup_stale_branches", json!({"action": "delete"})).await;
+    assert_eq!(r["deleted"], json!(["llm_task_20260102_000000_cafebabe_from_main"]), "merged (nothing ahead): deleted");
+    assert_eq!(r["kept"][0]["branch"], "llm_task_20260101_000000_deadbeef_from_main");
+    assert!(r["kept"][0]["reason"].as_str().unwrap().contains("confirm: true"));
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]).lines().count(), 1);
+    let r = ok(&client, "cleanup_stale_branches", json!({"action": "delete", "confirm": true})).await;
+    assert_eq!(r["deleted"], json!(["llm_task_20260101_000000_deadbeef_from_main"]));
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
+    let r = call(&client, "cleanup_stale_branches", json!({"action": "rebase"})).await;
+    assert_eq!(r.is_error, Some(true));
+    fsck(root);
+    client.cancel().await.unwrap();
+}

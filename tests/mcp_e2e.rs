@@ -30,6 +30,7 @@ const SESSION_TOOLS: &[&str] = &[
     "check_write_target",
     "add_explored_files",
     "review_changes",
+    "cleanup_stale_branches",
 ];
 
 /// The project fixture plus the files git must not see and the files the walk must skip.

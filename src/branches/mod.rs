@@ -5,6 +5,7 @@
 pub mod commit;
 pub mod merge;
 pub mod review;
+pub mod stale;
 pub mod worktree;
 
 use std::path::Path;
@@ -95,6 +96,26 @@ pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, S
     apply(&repo, edits).map_err(|e| e.to_string())?;
     let _ = signature;
     Ok(TaskBranch { name, base, base_commit: head, user_changes })
+}
+
+/// Takes over an existing task branch (BRANCH_INTERVENTION `continue`): its base commit is
+/// where it left `base`, and the work tree's current changes count as the user's.
+pub fn adopt(root: &Path, branch: &str, base: &str) -> Result<TaskBranch, String> {
+    let repo = open(root)?;
+    let tip = ref_id(&repo, &format!("refs/heads/{branch}"))?.ok_or_else(|| format!("{branch} does not exist"))?;
+    let base_tip = ref_id(&repo, &format!("refs/heads/{base}"))?.ok_or_else(|| format!("{base} does not exist"))?;
+    let base_commit =
+        repo.merge_base(tip, base_tip).map_err(|e| e.to_string())?.map(|i| i.detach()).unwrap_or(base_tip);
+    let tip_tree = repo.find_commit(tip).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach();
+    let mut user_changes = std::collections::BTreeMap::new();
+    for c in worktree::changes(&repo, root, tip_tree)? {
+        let id = match &c.content {
+            Some(bytes) => Some(repo.write_blob(bytes).map_err(|e| e.to_string())?.detach()),
+            None => None,
+        };
+        user_changes.insert(c.path, id);
+    }
+    Ok(TaskBranch { name: branch.to_owned(), base: base.to_owned(), base_commit, user_changes })
 }
 
 #[cfg(test)]

@@ -364,7 +364,10 @@ pub fn submit(contract: &Contract, session: &Checkpoint, data: &Value, facts: &F
         Phase::BranchIntervention => {
             let choice = data.get("choice").and_then(Value::as_str).unwrap_or("");
             match choice {
-                "continue" => session.orchestrator_state.branch_policy = Some("continue".into()),
+                "continue" => {
+                    session.orchestrator_state.branch_policy = Some("continue".into());
+                    effect = Some(Effect::BranchChoice("continue".into()));
+                }
                 "delete" | "merge" => effect = Some(Effect::BranchChoice(choice.to_owned())),
                 _ => {
                     return Err(reject(
