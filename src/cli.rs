@@ -53,6 +53,10 @@ pub enum Command {
         /// Overwrite files you edited with the defaults.
         #[arg(long)]
         force: bool,
+        /// Add refs/code-intel/* and refs/notes/code-intel to the remote's fetch and push
+        /// refspecs, so session history and notes travel with the repository.
+        #[arg(long)]
+        share: bool,
     },
     /// Hooks for coding agents (reads the agent's hook JSON on stdin).
     #[command(subcommand)]
@@ -235,7 +239,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             }
             0
         }
-        Command::Init { force } => match crate::init::init(ws.repo.root(), force) {
+        Command::Init { force, share } => match crate::init::init(ws.repo.root(), force, share) {
             Ok(report) => {
                 if json {
                     println!("{}", serde_json::to_string(&report).unwrap_or_default());

@@ -70,7 +70,7 @@ pub struct FileReport {
     pub action: Action,
 }
 
-pub fn init(root: &Path, force: bool) -> std::io::Result<Vec<FileReport>> {
+pub fn init(root: &Path, force: bool, share: bool) -> std::io::Result<Vec<FileReport>> {
     let mut manifest: BTreeMap<String, String> =
         std::fs::read(root.join(MANIFEST)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let mut report = Vec::new();
@@ -134,6 +134,9 @@ pub fn init(root: &Path, force: bool) -> std::io::Result<Vec<FileReport>> {
         Some(format!("{text}{}{CODEX_SNIPPET}", separator(text)))
     })?);
     report.push(install_pre_commit(root)?);
+    if share {
+        report.push(share_refs(root)?);
+    }
     let manifest_text = serde_json::to_vec_pretty(&manifest).map_err(std::io::Error::other)?;
     if std::fs::read(root.join(MANIFEST)).ok().as_deref() != Some(manifest_text.as_slice()) {
         write(&root.join(MANIFEST), &manifest_text)?;
@@ -166,6 +169,59 @@ fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
         std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))?;
     }
     Ok(report(action))
+}
+
+/// `--share`: the remote's fetch and push refspecs carry `refs/code-intel/*` and the notes, so
+/// sessions' history, the Map and the merge notes travel with the repository. Push also gets
+/// `HEAD` when no push refspec was configured, so a plain `git push` still pushes the branch.
+fn share_refs(root: &Path) -> std::io::Result<FileReport> {
+    let report = |action| FileReport { path: ".git/config".into(), action };
+    let repo = gix::open(root).map_err(std::io::Error::other)?;
+    let names: Vec<String> = repo.remote_names().iter().map(|n| n.to_string()).collect();
+    let Some(remote) = names.iter().find(|n| *n == "origin").or(names.first()).cloned() else {
+        return Err(std::io::Error::other("--share needs a remote; add one with `git remote add origin <url>`"));
+    };
+    let path = repo.git_dir().join("config");
+    let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
+        .map_err(std::io::Error::other)?;
+    let existing = |file: &gix::config::File, key: &str| -> Vec<String> {
+        file.strings(format!("remote.{remote}.{key}").as_str())
+            .unwrap_or_default()
+            .iter()
+            .map(|v| v.to_string())
+            .collect()
+    };
+    let fetch = existing(&file, "fetch");
+    let push = existing(&file, "push");
+    let mut wanted: Vec<(&str, &str)> = Vec::new();
+    for spec in ["+refs/code-intel/*:refs/code-intel/*", "+refs/notes/code-intel*:refs/notes/code-intel*"] {
+        if !fetch.iter().any(|f| f == spec) {
+            wanted.push(("fetch", spec));
+        }
+    }
+    if push.is_empty() {
+        wanted.push(("push", "HEAD"));
+    }
+    for spec in ["refs/code-intel/*:refs/code-intel/*", "refs/notes/code-intel*:refs/notes/code-intel*"] {
+        if !push.iter().any(|p| p == spec) {
+            wanted.push(("push", spec));
+        }
+    }
+    if wanted.is_empty() {
+        return Ok(report(Action::Unchanged));
+    }
+    {
+        let mut section = file
+            .section_mut_or_create_new("remote", Some(gix::bstr::BStr::new(remote.as_bytes())))
+            .map_err(std::io::Error::other)?;
+        for (key, value) in wanted {
+            section.push(key, Some(gix::bstr::BStr::new(value.as_bytes()))).map_err(std::io::Error::other)?;
+        }
+    }
+    let mut out = Vec::new();
+    file.write_to(&mut out)?;
+    write(&path, &out)?;
+    Ok(report(Action::Merged))
 }
 
 fn mcp_entry(doc: &mut Value) -> bool {

@@ -162,3 +162,53 @@ fn broken_json_is_reported_not_overwritten() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(".mcp.json is not valid JSON"));
     assert_eq!(std::fs::read_to_string(root.join(".mcp.json")).unwrap(), "{ not json");
 }
+
+fn git_in(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn share_makes_the_code_intel_refs_travel() {
+    let remote = tempfile::tempdir().unwrap();
+    git_in(remote.path(), &["init", "-q", "--bare"]);
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    git_in(root, &["checkout", "-q", "-b", "main"]);
+    git_in(root, &["add", "-A"]);
+    git_in(root, &["commit", "-q", "-m", "initial"]);
+    git_in(root, &["remote", "add", "origin", remote.path().to_str().unwrap()]);
+    let report = init(root, &["--share"]);
+    assert_eq!(action(&report, ".git/config"), "merged");
+    let fetch = git_in(root, &["config", "--get-all", "remote.origin.fetch"]);
+    assert!(
+        fetch.contains("+refs/heads/*:refs/remotes/origin/*") && fetch.contains("+refs/code-intel/*:refs/code-intel/*"),
+        "{fetch}"
+    );
+    assert!(fetch.contains("+refs/notes/code-intel*:refs/notes/code-intel*"));
+    assert_eq!(action(&init(root, &["--share"]), ".git/config"), "unchanged", "idempotent");
+    // A plain push carries the branch and the code-intel refs; a clone fetches them back.
+    let head = git_in(root, &["rev-parse", "HEAD"]);
+    git_in(root, &["update-ref", "refs/code-intel/history", &head]);
+    git_in(root, &["push", "-q", "origin"]);
+    assert_eq!(git_in(remote.path(), &["rev-parse", "refs/heads/main"]), head);
+    assert_eq!(git_in(remote.path(), &["rev-parse", "refs/code-intel/history"]), head);
+    let clone = tempfile::tempdir().unwrap();
+    git_in(clone.path(), &["clone", "-q", remote.path().to_str().unwrap(), "."]);
+    git_in(clone.path(), &["fetch", "-q", "origin", "+refs/code-intel/*:refs/code-intel/*"]);
+    assert_eq!(git_in(clone.path(), &["rev-parse", "refs/code-intel/history"]), head);
+}
+
+#[test]
+fn share_without_a_remote_says_so() {
+    let repo = common::fixture_repo("project");
+    let out = Command::new(BIN).args(["init", "--share"]).current_dir(repo.path()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--share needs a remote"));
+}
