@@ -71,7 +71,19 @@ impl SessionStore {
                 return Err(StoreError::Corrupt(format!("{ACTIVE_REF} is not symbolic")));
             }
         };
-        let Some(mut reference) = repo.try_find_reference(session_ref.as_str()).map_err(git)? else {
+        // A session finishing in another process deletes its ref just before the claim.
+        let mut found = None;
+        for _ in 0..10 {
+            found = repo.try_find_reference(session_ref.as_str()).map_err(git)?;
+            if found.is_some() || repo.try_find_reference(ACTIVE_REF).map_err(git)?.is_none() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let Some(mut reference) = found else {
+            if repo.try_find_reference(ACTIVE_REF).map_err(git)?.is_none() {
+                return Ok(None);
+            }
             return Err(StoreError::Corrupt(format!("{ACTIVE_REF} points at missing {session_ref}")));
         };
         let commit = reference.peel_to_commit().map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -97,9 +109,10 @@ impl SessionStore {
         let id = &checkpoint.orchestrator_state.session_id;
         let name = session_ref(id)?;
         let commit = write_checkpoint(&repo, checkpoint, None, &format!("start session {id}"))?;
+        // The session ref first, so no reader sees the claim point at a ref not written yet.
         let edits = vec![
-            update(ACTIVE_REF, PreviousValue::MustNotExist, Target::Symbolic(name.clone()), "claim active session")?,
             update(name.as_bstr().to_string().as_str(), PreviousValue::MustNotExist, Target::Object(commit), "start")?,
+            update(ACTIVE_REF, PreviousValue::MustNotExist, Target::Symbolic(name.clone()), "claim active session")?,
         ];
         // A racing process may hold the ref locks for a moment: wait until its session shows up
         // (then this one is refused) or the locks are free again.
