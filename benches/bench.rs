@@ -137,10 +137,141 @@ fn main() {
         ms(pct(&mut refs, 95))
     );
 
+    git_ops(&corpus);
+
     println!("\n## spawn to initialize reply (median of 20)");
     let small = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut spawns: Vec<Duration> = (0..20).map(|_| spawn_to_initialize(&bin, small)).collect();
     println!("p50 {:.1} ms (target < 30 ms)", ms(pct(&mut spawns, 50)));
+}
+
+/// review_changes, the PRE_COMMIT commit and the MERGE on a 20k-file repository, against the git
+/// CLI doing the same on an identical clone.
+fn git_ops(corpus: &Path) {
+    use git_code_intel::branches;
+    println!("\n## task branch operations vs git (20,000 files)");
+    let work = std::env::temp_dir().join("code-intel-bench-git");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let a = work.join("ours");
+    let b = work.join("git");
+    std::fs::create_dir_all(&a).unwrap();
+    let mut sources: Vec<PathBuf> = Vec::new();
+    let mut stack = vec![corpus.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.file_name().is_some_and(|n| n == ".code-intel" || n == ".git") {
+                continue;
+            }
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(t) if t.is_file() && e.metadata().is_ok_and(|m| m.len() < 64 * 1024) => sources.push(p),
+                _ => {}
+            }
+        }
+    }
+    sources.sort();
+    let mut written = 0;
+    'fill: for copy in 0.. {
+        for src in &sources {
+            if written == 20_000 {
+                break 'fill;
+            }
+            let rel = src.strip_prefix(corpus).unwrap();
+            let dest = a.join(format!("copy{copy}")).join(rel);
+            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            std::fs::copy(src, &dest).unwrap();
+            written += 1;
+        }
+    }
+    let git = |dir: &Path, args: &[&str]| {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=bench", "-c", "user.email=bench@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?} in {}", dir.display());
+    };
+    git(&a, &["init", "-q", "-b", "main"]);
+    git(&a, &["add", "-A"]);
+    git(&a, &["commit", "-q", "-m", "initial"]);
+    git(&work, &["clone", "-q", a.to_str().unwrap(), "git"]);
+    // The same change on both: 200 files edited, 50 added, 20 deleted.
+    let change = |root: &Path| {
+        let mut files: Vec<PathBuf> = Vec::new();
+        let mut stack = vec![root.join("copy0")];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
+                } else {
+                    files.push(e.path());
+                }
+            }
+        }
+        files.sort();
+        for f in files.iter().step_by(37).take(200) {
+            let mut text = std::fs::read(f).unwrap();
+            text.extend_from_slice(b"\n// changed by the benchmark\n");
+            std::fs::write(f, text).unwrap();
+        }
+        for i in 0..50 {
+            std::fs::write(root.join(format!("copy0/new_{i}.rs")), format!("pub fn new_{i}() -> u32 {{ {i} }}\n"))
+                .unwrap();
+        }
+        for f in files.iter().skip(5).step_by(401).take(20) {
+            std::fs::remove_file(f).unwrap();
+        }
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+
+    let task = branches::create_task_branch(&a, "bench").unwrap();
+    change(&a);
+    let t = Instant::now();
+    let review =
+        branches::review::review(&a, task.base_commit, "main", &task.name, &Default::default(), &Default::default())
+            .unwrap();
+    let ours_review = t.elapsed();
+    let t = Instant::now();
+    branches::commit::commit_task(&a, &task.name, task.base_commit, "bench change", &[], &Default::default()).unwrap();
+    let ours_commit = t.elapsed();
+    let t = Instant::now();
+    branches::merge::merge_task(&a, &task.name, "main", "{}").unwrap();
+    let ours_merge = t.elapsed();
+
+    git(&b, &["checkout", "-q", "-b", "task"]);
+    change(&b);
+    let t = Instant::now();
+    git(&b, &["status", "--porcelain", "-uall"]);
+    git(&b, &["diff", "main"]);
+    let git_review = t.elapsed();
+    let t = Instant::now();
+    git(&b, &["add", "-A"]);
+    git(&b, &["commit", "-q", "-m", "bench change"]);
+    let git_commit = t.elapsed();
+    let t = Instant::now();
+    git(&b, &["checkout", "-q", "main"]);
+    git(&b, &["merge", "-q", "--ff-only", "task"]);
+    git(&b, &["branch", "-q", "-d", "task"]);
+    let git_merge = t.elapsed();
+    println!("({} changed files reviewed)", review.files.len());
+    for (what, ours, theirs, reference) in [
+        ("review_changes", ours_review, git_review, "git status -uall + git diff main"),
+        ("commit", ours_commit, git_commit, "git add -A + git commit"),
+        ("merge (fast-forward)", ours_merge, git_merge, "git checkout main + merge --ff-only + branch -d"),
+    ] {
+        println!(
+            "{what:<22} ours {:>8.1} ms   git {:>8.1} ms   ratio {:.2} (target <= 1.5; git: {reference})",
+            ms(ours),
+            ms(theirs),
+            ours.as_secs_f64() / theirs.as_secs_f64()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&work);
 }
 
 /// Parses every indexable file of the corpus and throws the trees away: the part of the index

@@ -88,7 +88,13 @@ pub fn commit_task(
         .map_err(|e| e.to_string())?;
         commit
     };
-    let mut index = repo.index_from_tree(&tree).map_err(|e| e.to_string())?;
-    index.write(Default::default()).map_err(|e| e.to_string())?;
+    // The user's own changes left out of the commit still differ from the index.
+    let differs: std::collections::BTreeSet<String> = changes
+        .iter()
+        .filter(|c| !discard.contains(&c.path))
+        .filter(|c| user_changes.get(&c.path).is_some_and(|u| *u == c.new.map(|n| n.0)))
+        .map(|c| c.path.clone())
+        .collect();
+    worktree::write_index(&repo, root, tree, &differs)?;
     Ok(new_tip)
 }

@@ -111,8 +111,7 @@ pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str)
     for p in touched {
         worktree::restore(&repo, root, p, after.get(p).copied()).map_err(other)?;
     }
-    let mut index = repo.index_from_tree(&result_tree).map_err(other)?;
-    index.write(Default::default()).map_err(other)?;
+    worktree::write_index(&repo, root, result_tree, &dirty.iter().cloned().collect()).map_err(other)?;
     // The task branch goes only if nobody moved it meanwhile.
     apply(&repo, vec![delete(&task_ref, PreviousValue::MustExistAndMatch(Target::Object(task_tip))).map_err(other)?])
         .map_err(other)?;

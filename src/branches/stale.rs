@@ -84,8 +84,7 @@ pub fn switch_to(root: &Path, target: &str) -> Result<(), String> {
             worktree::restore(&repo, root, p, after.get(p).copied())?;
         }
     }
-    let mut index = repo.index_from_tree(&to_tree).map_err(|e| e.to_string())?;
-    index.write(Default::default()).map_err(|e| e.to_string())?;
+    worktree::write_index(&repo, root, to_tree, &dirty.iter().cloned().collect())?;
     Ok(())
 }
 

@@ -91,9 +91,17 @@ pub fn changes(repo: &gix::Repository, root: &Path, base_tree: ObjectId) -> Resu
     let mut paths = visible_files(root);
     // Tracked files stay visible even when an ignore rule matches them.
     paths.extend(base.keys().cloned());
+    // Like git status: a file whose index entry matches the base blob and whose stat data is
+    // unchanged (and not racy) is not read at all.
+    let index = repo.index_or_empty().map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for path in paths {
         let old = base.get(&path).copied();
+        if let Some((id, _)) = old
+            && unchanged_by_stat(&index, root, &path, id)
+        {
+            continue;
+        }
         let current = read(repo, root, &path)?;
         let change = match (old, current) {
             (None, None) => None,
@@ -112,6 +120,49 @@ pub fn changes(repo: &gix::Repository, root: &Path, base_tree: ObjectId) -> Resu
         out.extend(change);
     }
     Ok(out)
+}
+
+fn stat_options() -> gix::index::entry::stat::Options {
+    gix::index::entry::stat::Options::default()
+}
+
+fn unchanged_by_stat(index: &gix::index::File, root: &Path, rel: &str, expected: ObjectId) -> bool {
+    let Some(entry) = index.entry_by_path(rel.as_bytes().into()) else { return false };
+    if entry.id != expected {
+        return false;
+    }
+    let Ok(meta) = gix::index::fs::Metadata::from_path_no_follow(&root.join(rel)) else { return false };
+    let Ok(stat) = gix::index::entry::Stat::from_fs(&meta) else { return false };
+    entry.stat.matches(&stat, stat_options()) && !entry.stat.is_racy(index.timestamp(), stat_options())
+}
+
+/// Rewrites the index from `tree`, with the stat data of the work-tree files so git does not
+/// have to re-read them; files in `differs` (whose work-tree content is not the tree's) keep
+/// empty stat data, so git sees them as modified.
+pub fn write_index(
+    repo: &gix::Repository,
+    root: &Path,
+    tree: ObjectId,
+    differs: &BTreeSet<String>,
+) -> Result<(), String> {
+    let mut index = repo.index_from_tree(&tree).map_err(|e| e.to_string())?;
+    let mut stats = Vec::new();
+    for (i, entry) in index.entries().iter().enumerate() {
+        let path = entry.path(&index).to_string();
+        if differs.contains(&path) {
+            continue;
+        }
+        if let Ok(meta) = gix::index::fs::Metadata::from_path_no_follow(&root.join(&path))
+            && let Ok(stat) = gix::index::entry::Stat::from_fs(&meta)
+        {
+            stats.push((i, stat));
+        }
+    }
+    let entries = index.entries_mut();
+    for (i, stat) in stats {
+        entries[i].stat = stat;
+    }
+    index.write(Default::default()).map_err(|e| e.to_string())
 }
 
 /// Writes a blob of `tree` back to the work tree (or removes the file when the tree lacks it).
