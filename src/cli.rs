@@ -40,6 +40,8 @@ pub struct Cli {
 pub enum Command {
     /// Show the active workflow session: phase, step, tasks, counters.
     Status,
+    /// In PRE_COMMIT: every change of the session's task branch since its base, with diffs.
+    ReviewChanges,
     /// Remove every session checkpoint under refs/code-intel/ and reset the session state, and
     /// delete stale llm_task_* branches that hold no unmerged commits.
     Clean {
@@ -260,6 +262,41 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             }
         },
         Command::Hook(HookCommand::ClaudePreToolUse) => crate::hooks::pre_tool_use_from_stdin(ws).report(),
+        Command::ReviewChanges => {
+            let value = match crate::session::Sessions::open(ws).review_changes(ws) {
+                Ok(v) => v,
+                Err(v) => {
+                    if json {
+                        println!("{v}");
+                    }
+                    eprintln!("error: {}: {}", v["error"].as_str().unwrap_or(""), v["message"].as_str().unwrap_or(""));
+                    return 1;
+                }
+            };
+            if json {
+                println!("{value}");
+            } else {
+                for f in value["files"].as_array().into_iter().flatten() {
+                    println!(
+                        "{:<9} +{:<5} -{:<5} {}{}",
+                        f["change"].as_str().unwrap_or(""),
+                        f["additions"],
+                        f["deletions"],
+                        f["file"].as_str().unwrap_or(""),
+                        if f["pre_existing"] == serde_json::json!(true) { "  (your uncommitted change)" } else { "" }
+                    );
+                }
+                for g in value["garbage"].as_array().into_iter().flatten() {
+                    println!(
+                        "garbage   {}:{}: {}",
+                        g["file"].as_str().unwrap_or(""),
+                        g["line"],
+                        g["why"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            0
+        }
         Command::Hook(HookCommand::PreCommit) => crate::hooks::pre_commit(ws),
         Command::Hook(HookCommand::ClaudeSessionStart) => {
             if let Some(text) = crate::hooks::session_start(ws) {

@@ -172,6 +172,14 @@ async fn default_flow_through_merge_fast_forward() {
     to_pre_commit(&client, root).await;
     let branch = git(root, &["symbolic-ref", "--short", "HEAD"]);
     assert!(branch.ends_with("_from_main"), "{branch}");
+    let cli = std::process::Command::new(common::mcp_client::BIN)
+        .args(["--json", "review-changes"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    let review: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert!(review["files"].as_array().unwrap().iter().any(|f| f["file"] == "src/auth.py"), "{review}");
     commit_and_review(&client).await;
     // Committed on the task branch; the discarded new file is gone and never committed.
     assert_eq!(git(root, &["log", "-1", "--format=%s", &branch]), "Add logout()");
@@ -204,6 +212,7 @@ async fn default_flow_through_merge_fast_forward() {
 async fn diverged_base_gets_a_three_way_merge_back_into_feature_x() {
     let repo = repo("feature/x");
     let root = repo.path();
+    std::fs::write(root.join("scratch.txt"), "user's own notes\n").unwrap();
     let client = connect(root).await;
     to_pre_commit(&client, root).await;
     commit_and_review(&client).await;
@@ -216,7 +225,9 @@ async fn diverged_base_gets_a_three_way_merge_back_into_feature_x() {
     assert_eq!(parents.split_whitespace().count(), 2, "a real merge commit");
     assert!(std::fs::read_to_string(root.join("docs/auth.md")).unwrap().contains("teammate"));
     assert!(std::fs::read_to_string(root.join("src/auth.py")).unwrap().contains("def logout"));
-    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    assert_eq!(git(root, &["status", "--porcelain"]), "?? scratch.txt", "only the user's untracked file");
+    // The CLI view of the last review is gone with the session; the notes stay.
+    assert!(git(root, &["notes", "--ref=code-intel", "list"]).lines().count() == 1);
     assert!(git(root, &["log", "--graph", "--oneline"]).contains("Merge llm_task_"));
     assert_eq!(git(root, &["branch", "--list", "main"]), "", "nothing merged into a guessed main");
     fsck(root);
@@ -234,6 +245,10 @@ async fn a_conflicted_merge_leaves_everything_untouched() {
     let mut theirs = git(root, &["show", "main:src/auth.py"]);
     theirs.push_str("\n\ndef logout(session):\n    raise RuntimeError('no')\n");
     commit_on(root, "main", "src/auth.py", &theirs);
+    let cli =
+        std::process::Command::new(common::mcp_client::BIN).arg("review-changes").current_dir(root).output().unwrap();
+    assert!(!cli.status.success(), "review-changes is for PRE_COMMIT only");
+    assert!(String::from_utf8_lossy(&cli.stderr).contains("phase_blocked"));
     let refs_before = git(root, &["for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/"]);
     let head_before = git(root, &["symbolic-ref", "HEAD"]);
     let file_before = std::fs::read_to_string(root.join("src/auth.py")).unwrap();
