@@ -221,12 +221,12 @@ impl SessionStore {
     pub fn task_branches(&self) -> Result<Vec<String>, StoreError> {
         let repo = self.repo();
         let platform = repo.references().map_err(git)?;
-        let mut out: Vec<String> = platform
-            .prefixed("refs/heads/llm_task_")
-            .map_err(git)?
-            .flatten()
-            .map(|r| r.name().shorten().to_string())
-            .collect();
+        let mut out = Vec::new();
+        // A ref that cannot be read is an error here, not something to skip: it could be a
+        // task branch holding work.
+        for r in platform.prefixed("refs/heads/llm_task_").map_err(git)? {
+            out.push(r.map_err(git)?.name().shorten().to_string());
+        }
         out.sort();
         Ok(out)
     }

@@ -107,7 +107,15 @@ impl Sessions {
             }
             return Err(body);
         }
-        let stale = store.task_branches().map(|b| !b.is_empty()).unwrap_or(false);
+        let stale = match store.task_branches() {
+            Ok(b) => !b.is_empty(),
+            Err(e) => {
+                let m = ws.contract.error(&["tool_errors", "start_session", "branch_setup_failed"], &[]);
+                return Err(
+                    json!({"success": false, "error": m.error, "message": format!("Cannot read the task branches: {e}")}),
+                );
+            }
+        };
         let (checkpoint, response) = submit::start(
             &ws.contract,
             StartParams {
