@@ -163,30 +163,19 @@ fn broken_json_is_reported_not_overwritten() {
     assert_eq!(std::fs::read_to_string(root.join(".mcp.json")).unwrap(), "{ not json");
 }
 
-fn git_in(root: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 #[test]
 fn share_makes_the_code_intel_refs_travel() {
     let remote = tempfile::tempdir().unwrap();
-    git_in(remote.path(), &["init", "-q", "--bare"]);
+    common::git(remote.path(), &["init", "-q", "--bare"]);
     let repo = common::fixture_repo("project");
     let root = repo.path();
-    git_in(root, &["checkout", "-q", "-b", "main"]);
-    git_in(root, &["add", "-A"]);
-    git_in(root, &["commit", "-q", "-m", "initial"]);
-    git_in(root, &["remote", "add", "origin", remote.path().to_str().unwrap()]);
+    common::git(root, &["checkout", "-q", "-b", "main"]);
+    common::git(root, &["add", "-A"]);
+    common::git(root, &["commit", "-q", "-m", "initial"]);
+    common::git(root, &["remote", "add", "origin", remote.path().to_str().unwrap()]);
     let report = init(root, &["--share"]);
     assert_eq!(action(&report, ".git/config"), "merged");
-    let fetch = git_in(root, &["config", "--get-all", "remote.origin.fetch"]);
+    let fetch = common::git(root, &["config", "--get-all", "remote.origin.fetch"]);
     assert!(
         fetch.contains("+refs/heads/*:refs/remotes/origin/*") && fetch.contains("+refs/code-intel/*:refs/code-intel/*"),
         "{fetch}"
@@ -194,15 +183,15 @@ fn share_makes_the_code_intel_refs_travel() {
     assert!(fetch.contains("+refs/notes/code-intel*:refs/notes/code-intel*"));
     assert_eq!(action(&init(root, &["--share"]), ".git/config"), "unchanged", "idempotent");
     // A plain push carries the branch and the code-intel refs; a clone fetches them back.
-    let head = git_in(root, &["rev-parse", "HEAD"]);
-    git_in(root, &["update-ref", "refs/code-intel/history", &head]);
-    git_in(root, &["push", "-q", "origin"]);
-    assert_eq!(git_in(remote.path(), &["rev-parse", "refs/heads/main"]), head);
-    assert_eq!(git_in(remote.path(), &["rev-parse", "refs/code-intel/history"]), head);
+    let head = common::git(root, &["rev-parse", "HEAD"]);
+    common::git(root, &["update-ref", "refs/code-intel/history", &head]);
+    common::git(root, &["push", "-q", "origin"]);
+    assert_eq!(common::git(remote.path(), &["rev-parse", "refs/heads/main"]), head);
+    assert_eq!(common::git(remote.path(), &["rev-parse", "refs/code-intel/history"]), head);
     let clone = tempfile::tempdir().unwrap();
-    git_in(clone.path(), &["clone", "-q", remote.path().to_str().unwrap(), "."]);
-    git_in(clone.path(), &["fetch", "-q", "origin", "+refs/code-intel/*:refs/code-intel/*"]);
-    assert_eq!(git_in(clone.path(), &["rev-parse", "refs/code-intel/history"]), head);
+    common::git(clone.path(), &["clone", "-q", remote.path().to_str().unwrap(), "."]);
+    common::git(clone.path(), &["fetch", "-q", "origin", "+refs/code-intel/*:refs/code-intel/*"]);
+    assert_eq!(common::git(clone.path(), &["rev-parse", "refs/code-intel/history"]), head);
 }
 
 #[test]

@@ -3,21 +3,12 @@
 
 mod common;
 
+use common::git;
+
 use std::path::Path;
 
 use common::mcp_client::{Client, call, connect, structured};
 use serde_json::{Value, json};
-
-fn git(root: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(root)
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 fn repo(branch: &str) -> tempfile::TempDir {
     let dir = common::fixture_repo("project");

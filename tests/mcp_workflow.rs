@@ -4,23 +4,14 @@
 
 mod common;
 
+use common::git;
+
 use common::mcp_client::{BIN, Client, call, connect, structured};
 
 use std::path::Path;
 use std::process::Stdio;
 
 use serde_json::{Value, json};
-
-fn git(root: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(root)
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// The project fixture with one commit on `main`.
 fn repo() -> tempfile::TempDir {

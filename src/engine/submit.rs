@@ -29,25 +29,20 @@ pub const CODE_INTEL_TOOLS: &[&str] = &[
     "fetch_chunk_detail",
 ];
 
-/// Every tool this server serves, whose use it can therefore check.
-pub const SERVER_TOOLS: &[&str] = &[
-    "search_text",
-    "search_files",
-    "find_definitions",
-    "find_references",
-    "get_symbols",
-    "analyze_structure",
-    "get_function_at_line",
-    "analyze_impact",
-    "query",
-    "semantic_search",
-    "fetch_chunk_detail",
+/// The workflow tools this server serves besides the code-intelligence ones.
+pub const SESSION_TOOLS: &[&str] = &[
     "check_write_target",
     "add_explored_files",
     "review_changes",
+    "cleanup_stale_branches",
     "get_session_status",
     "start_session",
 ];
+
+/// Whether `tool` is served by this server, so that its use can be checked.
+pub fn is_server_tool(tool: &str) -> bool {
+    CODE_INTEL_TOOLS.contains(&tool) || SESSION_TOOLS.contains(&tool)
+}
 
 /// The slots QUERY_FRAME asks for, each with its hint in `query_frame_hints`.
 pub const QUERY_FRAME_SLOTS: &[&str] = &["target_feature", "trigger_condition", "observed_issue", "desired_action"];
@@ -644,7 +639,7 @@ fn check_tools(
     let reported: BTreeSet<&str> =
         data.get("tools_used").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
     let never_called: Vec<&str> =
-        reported.iter().copied().filter(|t| SERVER_TOOLS.contains(t) && !called.contains(*t)).collect();
+        reported.iter().copied().filter(|t| is_server_tool(t) && !called.contains(*t)).collect();
     if !never_called.is_empty() {
         return Err(reject(
             contract,

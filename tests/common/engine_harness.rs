@@ -58,19 +58,10 @@ impl Session {
 
     /// Submits and expects acceptance; carries out branch effects like the adapter would.
     pub fn ok(&mut self, data: Value) -> Value {
-        match submit::submit(&self.contract, &self.cp, &data, &self.facts) {
-            Ok(a) => {
-                self.cp = a.session;
-                if a.effect == Some(Effect::CreateTaskBranch) {
-                    self.cp.orchestrator_state.task_branch = Some("llm_task_s1".into());
-                    self.cp.orchestrator_state.base_branch = Some("main".into());
-                }
-                self.last_effect = a.effect;
-                assert_eq!(a.response["success"], true);
-                a.response
-            }
-            Err(r) => panic!("rejected in {:?}: {}", self.phase(), r.response),
-        }
+        let phase = self.phase();
+        let response = self.attempt(data);
+        assert_eq!(response["success"], true, "rejected in {phase:?}: {response}");
+        response
     }
 
     /// Submits and returns the response, accepted or not (an accepted one moves the session).
