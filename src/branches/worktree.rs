@@ -6,6 +6,7 @@ use std::path::Path;
 
 use gix::ObjectId;
 use gix::objs::tree::EntryKind;
+use rayon::prelude::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -38,27 +39,35 @@ pub fn flatten(repo: &gix::Repository, tree: ObjectId) -> Result<BTreeMap<String
 
 /// The paths git would consider in the work tree: not ignored, outside `.git`.
 fn visible_files(root: &Path) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let walk = ignore::WalkBuilder::new(root)
+    let found = std::sync::Mutex::new(Vec::new());
+    ignore::WalkBuilder::new(root)
         .hidden(false)
         .git_ignore(true)
         .git_exclude(true)
         .git_global(true)
         .require_git(false)
         .parents(false)
+        .threads(rayon::current_num_threads().max(1))
         .filter_entry(|e| e.file_name() != ".git")
-        .build();
-    for entry in walk.flatten() {
-        let is_file = entry.file_type().is_some_and(|t| t.is_file() || t.is_symlink());
-        if is_file && let Ok(rel) = entry.path().strip_prefix(root) {
-            out.insert(rel.to_string_lossy().replace('\\', "/"));
-        }
-    }
-    out
+        .build_parallel()
+        .run(|| {
+            let found = &found;
+            Box::new(move |entry| {
+                if let Ok(entry) = entry
+                    && entry.file_type().is_some_and(|t| t.is_file() || t.is_symlink())
+                    && let Ok(rel) = entry.path().strip_prefix(root)
+                {
+                    let rel = rel.to_string_lossy().replace('\\', "/");
+                    found.lock().unwrap_or_else(|p| p.into_inner()).push(rel);
+                }
+                ignore::WalkState::Continue
+            })
+        });
+    found.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().collect()
 }
 
 /// The blob id, kind and bytes of a work-tree file, or None if it is not there.
-fn read(repo: &gix::Repository, root: &Path, rel: &str) -> Result<Option<(ObjectId, EntryKind, Vec<u8>)>, String> {
+fn read(hash: gix::hash::Kind, root: &Path, rel: &str) -> Result<Option<(ObjectId, EntryKind, Vec<u8>)>, String> {
     let path = root.join(rel);
     let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
     let (kind, bytes) = if meta.file_type().is_symlink() {
@@ -70,7 +79,7 @@ fn read(repo: &gix::Repository, root: &Path, rel: &str) -> Result<Option<(Object
     } else {
         return Ok(None);
     };
-    let id = gix::objs::compute_hash(repo.object_hash(), gix::objs::Kind::Blob, &bytes).map_err(|e| e.to_string())?;
+    let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &bytes).map_err(|e| e.to_string())?;
     Ok(Some((id, kind, bytes)))
 }
 
@@ -92,32 +101,45 @@ pub fn changes(repo: &gix::Repository, root: &Path, base_tree: ObjectId) -> Resu
     // Tracked files stay visible even when an ignore rule matches them.
     paths.extend(base.keys().cloned());
     // Like git status: a file whose index entry matches the base blob and whose stat data is
-    // unchanged (and not racy) is not read at all.
+    // unchanged (and not racy) is not read at all. The rest are read and hashed in parallel.
     let index = repo.index_or_empty().map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    for path in paths {
-        let old = base.get(&path).copied();
-        if let Some((id, _)) = old
-            && unchanged_by_stat(&index, root, &path, id)
-        {
-            continue;
-        }
-        let current = read(repo, root, &path)?;
-        let change = match (old, current) {
-            (None, None) => None,
-            (Some(o), None) => Some(Change { path, kind: ChangeKind::Deleted, old: Some(o), new: None, content: None }),
-            (None, Some((id, kind, bytes))) => {
-                Some(Change { path, kind: ChangeKind::Added, old: None, new: Some((id, kind)), content: Some(bytes) })
+    let hash = repo.object_hash();
+    let paths: Vec<String> = paths.into_iter().collect();
+    let results: Vec<Result<Option<Change>, String>> = paths
+        .into_par_iter()
+        .map(|path| {
+            let old = base.get(&path).copied();
+            if let Some((id, _)) = old
+                && unchanged_by_stat(&index, root, &path, id)
+            {
+                return Ok(None);
             }
-            (Some(o), Some((id, kind, bytes))) => (o.0 != id || o.1 != kind).then_some(Change {
-                path,
-                kind: ChangeKind::Modified,
-                old: Some(o),
-                new: Some((id, kind)),
-                content: Some(bytes),
-            }),
-        };
-        out.extend(change);
+            let current = read(hash, root, &path)?;
+            Ok(match (old, current) {
+                (None, None) => None,
+                (Some(o), None) => {
+                    Some(Change { path, kind: ChangeKind::Deleted, old: Some(o), new: None, content: None })
+                }
+                (None, Some((id, kind, bytes))) => Some(Change {
+                    path,
+                    kind: ChangeKind::Added,
+                    old: None,
+                    new: Some((id, kind)),
+                    content: Some(bytes),
+                }),
+                (Some(o), Some((id, kind, bytes))) => (o.0 != id || o.1 != kind).then_some(Change {
+                    path,
+                    kind: ChangeKind::Modified,
+                    old: Some(o),
+                    new: Some((id, kind)),
+                    content: Some(bytes),
+                }),
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for r in results {
+        out.extend(r?);
     }
     Ok(out)
 }
