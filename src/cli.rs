@@ -410,6 +410,9 @@ fn status(ws: &Workspace, json: bool) -> i32 {
     println!("intent       {}", value["intent"].as_str().unwrap_or(""));
     println!("flags        {}", if flags.is_empty() { "(none)".to_owned() } else { flags.join(", ") });
     println!("phase        {} (step {})", value["phase"].as_str().unwrap_or(""), value["step"]);
+    if let Some(branch) = value["task_branch"].as_str() {
+        println!("branch       {branch} (from {})", value["base_branch"].as_str().unwrap_or("?"));
+    }
     if let Some(progress) = value.get("task_progress").filter(|p| !p.is_null()) {
         println!("tasks        {}/{} completed", progress["completed"], progress["total"]);
         for t in progress["tasks"].as_array().into_iter().flatten() {

@@ -163,6 +163,9 @@ async fn default_flow_through_merge_fast_forward() {
     to_pre_commit(&client, root).await;
     let branch = git(root, &["symbolic-ref", "--short", "HEAD"]);
     assert!(branch.ends_with("_from_main"), "{branch}");
+    let status = std::process::Command::new(common::mcp_client::BIN).arg("status").current_dir(root).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains(&format!("branch       {branch} (from main)")), "{status}");
     let cli = std::process::Command::new(common::mcp_client::BIN)
         .args(["--json", "review-changes"])
         .current_dir(root)

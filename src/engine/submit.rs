@@ -133,6 +133,8 @@ pub fn status(contract: &Contract, session: &Checkpoint) -> Value {
     extra.insert("flags".into(), json!(session.orchestrator_state.flags));
     extra.insert("counters".into(), json!(session.orchestrator_state.counters));
     extra.insert("explored_files".into(), json!(session.orchestrator_state.explored_files.len()));
+    extra.insert("task_branch".into(), json!(session.orchestrator_state.task_branch));
+    extra.insert("base_branch".into(), json!(session.orchestrator_state.base_branch));
     success(contract, session, extra)
 }
 
