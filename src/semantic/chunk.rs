@@ -1,0 +1,233 @@
+//! The Forest's chunks: every function and method, every class-like definition (without the
+//! methods, which are their own chunks) and the module-level code between definitions. A file
+//! without a grammar is cut into line windows. Oversized chunks are split at statement
+//! boundaries (lines at the chunk's own indentation), up to `max_tokens`.
+//!
+//! Chunk ids are `path#symbol.path#n`: repository-relative, so moving the repository keeps
+//! them, and numbered, so two definitions with the same path stay two chunks.
+
+use std::collections::HashMap;
+
+use crate::lang::Lang;
+use crate::syntax::{FileSyntax, SymbolKind};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    pub id: String,
+    pub file: String,
+    /// 1-based, inclusive.
+    pub start_line: u32,
+    pub end_line: u32,
+    /// `Auth.login`, `<module>` for module-level code, `<lines>` for line windows.
+    pub symbol: String,
+    pub kind: String,
+    /// What the embedding sees first: file, symbol path and signature.
+    pub header: String,
+    pub text: String,
+}
+
+/// Lines per window for files without a grammar.
+const WINDOW_LINES: usize = 40;
+
+/// A rough token count (about four bytes per token for code), enough to bound chunk sizes.
+pub fn estimate_tokens(text: &str) -> usize {
+    text.len().div_ceil(4)
+}
+
+/// Chunks of one file. `syntax` is the file's parse (None: no grammar).
+pub fn chunk_file(rel: &str, source: &str, syntax: Option<(Lang, &FileSyntax)>, max_tokens: usize) -> Vec<Chunk> {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut pieces: Vec<(u32, u32, String, String, String)> = Vec::new(); // start, end, symbol, kind, signature
+    match syntax {
+        None => {
+            for (i, window) in lines.chunks(WINDOW_LINES).enumerate() {
+                let start = (i * WINDOW_LINES) as u32 + 1;
+                pieces.push((start, start + window.len() as u32 - 1, "<lines>".into(), "lines".into(), String::new()));
+            }
+        }
+        Some((lang, syn)) => {
+            let sep = if matches!(lang, Lang::Rust | Lang::Cpp | Lang::Php | Lang::Ruby) { "::" } else { "." };
+            let mut covered = vec![false; lines.len() + 1];
+            let path_of = |i: usize| {
+                let s = &syn.symbols[i];
+                match &s.scope {
+                    Some(scope) => format!("{scope}{sep}{}", s.name),
+                    None => s.name.clone(),
+                }
+            };
+            // Functions and methods first: they are chunks of their own.
+            for (i, s) in syn.symbols.iter().enumerate() {
+                if s.kind.is_callable() {
+                    pieces.push((s.line, s.end_line, path_of(i), s.kind.name().into(), s.signature.clone()));
+                    for l in s.line..=s.end_line.min(lines.len() as u32) {
+                        covered[l as usize] = true;
+                    }
+                }
+            }
+            // Class-like definitions: what their methods do not cover.
+            for (i, s) in syn.symbols.iter().enumerate() {
+                let classy = s.kind.is_class_like() || s.kind == SymbolKind::Impl;
+                if !classy || s.parent.is_some_and(|p| syn.symbols[p as usize].kind.is_callable()) {
+                    continue;
+                }
+                for (a, b) in uncovered_runs(&covered, s.line, s.end_line.min(lines.len() as u32)) {
+                    pieces.push((a, b, path_of(i), s.kind.name().into(), s.signature.clone()));
+                }
+                for l in s.line..=s.end_line.min(lines.len() as u32) {
+                    covered[l as usize] = true;
+                }
+            }
+            // Module-level code between definitions.
+            for (a, b) in uncovered_runs(&covered, 1, lines.len() as u32) {
+                pieces.push((a, b, "<module>".into(), "module".into(), String::new()));
+            }
+        }
+    }
+    pieces.sort_by_key(|p| (p.0, p.1));
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for (start, end, symbol, kind, signature) in pieces {
+        for (a, b) in split(&lines, start, end, max_tokens) {
+            let text = lines[(a - 1) as usize..b as usize].join("\n");
+            if text.trim().is_empty() {
+                continue;
+            }
+            let n = seen.entry(symbol.clone()).or_insert(0);
+            *n += 1;
+            let header =
+                if signature.is_empty() { format!("{rel} {symbol}") } else { format!("{rel} {symbol}: {signature}") };
+            out.push(Chunk {
+                id: format!("{rel}#{symbol}#{n}"),
+                file: rel.to_owned(),
+                start_line: a,
+                end_line: b,
+                symbol: symbol.clone(),
+                kind: kind.clone(),
+                header,
+                text,
+            });
+        }
+    }
+    out
+}
+
+/// Runs of lines in `from..=to` not yet covered, trimmed of blank edges by the caller's filter.
+fn uncovered_runs(covered: &[bool], from: u32, to: u32) -> Vec<(u32, u32)> {
+    let mut runs = Vec::new();
+    let mut start = None;
+    for l in from..=to {
+        let free = !covered.get(l as usize).copied().unwrap_or(true);
+        match (free, start) {
+            (true, None) => start = Some(l),
+            (false, Some(s)) => {
+                runs.push((s, l - 1));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        runs.push((s, to));
+    }
+    runs
+}
+
+/// Splits `start..=end` into pieces of at most `max_tokens`, cutting before lines at the
+/// smallest indentation of the body (statement starts) when it can, else at any line.
+fn split(lines: &[&str], start: u32, end: u32, max_tokens: usize) -> Vec<(u32, u32)> {
+    let text_of = |a: u32, b: u32| lines[(a - 1) as usize..b as usize].join("\n");
+    if start > end || estimate_tokens(&text_of(start, end)) <= max_tokens {
+        return vec![(start, end)];
+    }
+    let indent = |l: u32| {
+        let line = lines[(l - 1) as usize];
+        (!line.trim().is_empty()).then(|| line.len() - line.trim_start().len())
+    };
+    let body_indent = (start + 1..=end).filter_map(indent).min().unwrap_or(0);
+    let mut out = Vec::new();
+    let mut piece_start = start;
+    let mut last_boundary = None;
+    let mut tokens = 0;
+    for l in start..=end {
+        let line_tokens = estimate_tokens(lines[(l - 1) as usize]) + 1;
+        if l > piece_start && tokens + line_tokens > max_tokens {
+            let cut = last_boundary.filter(|&b| b > piece_start).unwrap_or(l);
+            out.push((piece_start, cut - 1));
+            piece_start = cut;
+            tokens = estimate_tokens(&text_of(piece_start, l - 1)) + 1;
+            last_boundary = None;
+        }
+        if l > piece_start && indent(l) == Some(body_indent) {
+            last_boundary = Some(l);
+        }
+        tokens += line_tokens;
+    }
+    out.push((piece_start, end));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax;
+
+    fn chunks(rel: &str, src: &str, max: usize) -> Vec<Chunk> {
+        let lang = Lang::detect(std::path::Path::new(rel));
+        let syn = lang.map(|l| (l, syntax::extract(l, src.as_bytes())));
+        chunk_file(rel, src, syn.as_ref().map(|(l, s)| (*l, s)), max)
+    }
+
+    #[test]
+    fn functions_classes_and_module_code_are_chunks() {
+        let src = "import os\n\nclass Auth:\n    retries = 3\n\n    def login(self, user):\n        return user\n\n    def logout(self):\n        return None\n\ndef helper():\n    return 1\n\nprint(helper())\n";
+        let c = chunks("src/auth.py", src, 512);
+        let ids: Vec<&str> = c.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            vec![
+                "src/auth.py#<module>#1",
+                "src/auth.py#Auth#1",
+                "src/auth.py#Auth.login#1",
+                "src/auth.py#Auth.logout#1",
+                "src/auth.py#helper#1",
+                "src/auth.py#<module>#2"
+            ]
+        );
+        let login = &c[2];
+        assert_eq!((login.start_line, login.end_line), (6, 7));
+        assert!(login.header.starts_with("src/auth.py Auth.login: def login(self, user)"), "{}", login.header);
+        assert!(c[1].text.contains("retries = 3") && !c[1].text.contains("def login"));
+    }
+
+    #[test]
+    fn same_named_definitions_stay_apart_and_ids_are_repo_relative() {
+        let src = "struct A;\nimpl A {\n    fn new() -> A { A }\n}\nstruct B;\nimpl B {\n    fn new() -> B { B }\n}\n";
+        let c = chunks("src/lib.rs", src, 512);
+        let news: Vec<&str> = c.iter().filter(|c| c.symbol.ends_with("new")).map(|c| c.id.as_str()).collect();
+        assert_eq!(news, vec!["src/lib.rs#A::new#1", "src/lib.rs#B::new#1"]);
+        assert!(c.iter().all(|c| c.id.starts_with("src/lib.rs#")));
+    }
+
+    #[test]
+    fn oversized_bodies_split_at_statements_and_unknown_files_use_windows() {
+        let mut src = String::from("def big():\n");
+        for i in 0..200 {
+            src.push_str(&format!("    value_{i} = compute_something_long({i}, {i})\n"));
+        }
+        let c = chunks("big.py", &src, 128);
+        assert!(c.len() > 3, "{}", c.len());
+        assert!(c.iter().all(|c| estimate_tokens(&c.text) <= 128 + 20), "pieces stay near the limit");
+        assert_eq!(c[0].start_line, 1);
+        assert_eq!(c.last().unwrap().end_line, 201);
+        for w in c.windows(2) {
+            assert_eq!(w[0].end_line + 1, w[1].start_line, "no gaps or overlaps");
+        }
+        let ids: std::collections::BTreeSet<&str> = c.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids.len(), c.len());
+        let text: String = (1..=100).map(|i| format!("line {i}\n")).collect();
+        let w = chunks("notes.txt", &text, 512);
+        assert_eq!(w.len(), 3);
+        assert_eq!((w[0].start_line, w[0].end_line, w[2].end_line), (1, 40, 100));
+        assert_eq!(w[0].id, "notes.txt#<lines>#1");
+    }
+}
