@@ -38,6 +38,15 @@ fn main() -> ExitCode {
         },
     };
     let serving = matches!(cli.command, Command::Serve);
+    #[cfg(unix)]
+    if !serving {
+        // Like other command-line tools, end quietly when the reader of our output goes away
+        // (`git code-intel … | head`) instead of failing to print.
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let ws = match Workspace::open(&start, serving) {
         Ok(ws) => ws,
         Err(e) => {

@@ -201,3 +201,27 @@ fn share_without_a_remote_says_so() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--share needs a remote"));
 }
+
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    use std::io::Read;
+    let repo = common::fixture_repo("project");
+    // More output than a pipe buffers, so the writer is still writing when the reader leaves.
+    let lines: String = (0..5000).map(|i| format!("let e{i} = {i};\n")).collect();
+    std::fs::write(repo.path().join("many.rs"), lines).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["search-text", "--pattern", "e", "--max-results", "100000"])
+        .current_dir(repo.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one byte, then hang up, like `| head -c1`.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut byte = [0u8; 1];
+    let _ = stdout.read(&mut byte);
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
