@@ -401,11 +401,7 @@ impl Sessions {
                     return Err((vec!["failures", "PRE_COMMIT", "branch_manager_not_found"], vec![], String::new()));
                 };
                 let base = gix::ObjectId::from_hex(base.as_bytes()).map_err(|e| fail(e.to_string()))?;
-                let user_changes = st
-                    .user_changes
-                    .iter()
-                    .map(|(p, id)| (p.clone(), id.as_ref().and_then(|i| gix::ObjectId::from_hex(i.as_bytes()).ok())))
-                    .collect();
+                let user_changes = user_changes_of(st);
                 branches::commit::commit_task(root, &task, base, message, discard, &user_changes)
                     .map(|_| ())
                     .map_err(fail)
@@ -450,11 +446,7 @@ impl Sessions {
         };
         let base_commit =
             gix::ObjectId::from_hex(base_commit.as_bytes()).map_err(|_| tool_error("branch_manager_not_found", &[]))?;
-        let user_changes = st
-            .user_changes
-            .iter()
-            .map(|(p, id)| (p.clone(), id.as_ref().and_then(|i| gix::ObjectId::from_hex(i.as_bytes()).ok())))
-            .collect();
+        let user_changes = user_changes_of(st);
         let review =
             branches::review::review(ws.repo.root(), base_commit, &base, &task, &ws.config.garbage, &user_changes)
                 .map_err(|e| error(ws, "review_failed", &e))?;
@@ -509,6 +501,16 @@ impl Sessions {
         branches::stale::delete_branches(root, &to_delete).map_err(|e| error(ws, "git_error", &e))?;
         Ok(json!({"success": true, "action": action, "merged": merged, "deleted": to_delete, "kept": kept}))
     }
+}
+
+/// The checkpoint's record of the user's own changes, with blob ids parsed.
+fn user_changes_of(
+    st: &crate::engine::state::SessionState,
+) -> std::collections::BTreeMap<String, Option<gix::ObjectId>> {
+    st.user_changes
+        .iter()
+        .map(|(p, id)| (p.clone(), id.as_ref().and_then(|i| gix::ObjectId::from_hex(i.as_bytes()).ok())))
+        .collect()
 }
 
 /// What the merge note records: the request, the tasks, the outcome and the phase summaries.

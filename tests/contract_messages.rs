@@ -445,13 +445,11 @@ async fn server_responses() -> Vec<Value> {
     let c = connect(root).await;
     let started =
         any(&c, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "fast": true, "no_verify": true})).await;
-    let id = started["session_id"].as_str().unwrap().to_owned();
     assert_eq!(started["phase"], "BRANCH_INTERVENTION");
     // merge needs HEAD on a task branch; HEAD is on main.
     out.push(any(&c, "submit_phase", json!({"data": {"choice": "merge", "tools_used": [], "summary": "s"}})).await);
     out.push(any(&c, "start_session", json!({"intent": "IMPLEMENT", "query": "again"})).await);
     git(root, &["branch", "-D", "llm_task_old"], None);
-    let _ = &id;
     let cleaned = std::process::Command::new(common::mcp_client::BIN).arg("clean").current_dir(root).output().unwrap();
     assert!(cleaned.status.success());
     any(
@@ -556,8 +554,6 @@ async fn branch_responses() -> Vec<Value> {
     let root = dir.path();
     let c = connect(root).await;
     let mut out = to_pre_commit(&c, root, json!({})).await;
-    let task = any(&c, "get_session_status", json!({})).await;
-    let id = task["session_id"].as_str().unwrap().to_owned();
     let branch = git(root, &["symbolic-ref", "--short", "HEAD"], None);
     let pre_commit = json!({"data": {"review_prompt_used": "g.md", "reviewed_files": [{"file": "src/auth.py", "decision": "keep"}],
         "commit_message": "Add logout", "tools_used": ["review_changes"], "summary": "s"}});
@@ -582,7 +578,6 @@ async fn branch_responses() -> Vec<Value> {
     git(root, &["update-ref", "-d", &format!("refs/heads/{branch}")], None);
     out.push(any(&c, "submit_phase", json!({"data": {"summary": "merge"}})).await);
     git(root, &["update-ref", &format!("refs/heads/{branch}"), &tip], None);
-    let _ = id;
     c.cancel().await.unwrap();
 
     // A checkpoint without the base commit (as an older version wrote it).

@@ -122,7 +122,6 @@ async fn submit_start(client: &Client) {
 
 async fn commit_and_review(client: &Client) {
     let review = ok(client, "review_changes", json!({})).await;
-    let files: Vec<&str> = review["files"].as_array().unwrap().iter().map(|f| f["file"].as_str().unwrap()).collect();
     let mine: Vec<&str> = review["files"]
         .as_array()
         .unwrap()
@@ -131,7 +130,6 @@ async fn commit_and_review(client: &Client) {
         .map(|f| f["file"].as_str().unwrap())
         .collect();
     assert_eq!(mine, vec!["src/auth.py", "src/debug_dump.txt"], "{review}");
-    let _ = files;
     let auth = review["files"].as_array().unwrap().iter().find(|f| f["file"] == "src/auth.py").unwrap();
     assert_eq!(
         (auth["change"].as_str(), auth["additions"].as_u64(), auth["deletions"].as_u64()),

@@ -28,8 +28,7 @@ pub fn commit_task(
         return Err(format!("HEAD is not on {task_branch}"));
     }
     let tip = super::ref_id(&repo, &branch_ref)?.ok_or_else(|| format!("{task_branch} does not exist"))?;
-    let base_tree =
-        repo.find_commit(base_commit).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach();
+    let base_tree = super::tree_of(&repo, base_commit)?;
     let changes = worktree::changes(&repo, root, base_tree)?;
     let mut editor = repo.edit_tree(base_tree).map_err(|e| e.to_string())?;
     for c in &changes {
@@ -67,7 +66,7 @@ pub fn commit_task(
         }
     }
     let tree = editor.write().map_err(|e| e.to_string())?.detach();
-    let tip_tree = repo.find_commit(tip).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach();
+    let tip_tree = super::tree_of(&repo, tip)?;
     let new_tip = if tree == tip_tree {
         tip
     } else {

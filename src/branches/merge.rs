@@ -48,9 +48,7 @@ pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str)
         super::ref_id(&repo, &task_ref).map_err(other)?.ok_or_else(|| other(format!("{task_branch} is gone")))?;
     let base_tip =
         super::ref_id(&repo, &base_ref).map_err(other)?.ok_or_else(|| other(format!("{base_branch} is gone")))?;
-    let tree_of = |id: ObjectId| -> Result<ObjectId, MergeError> {
-        Ok(repo.find_commit(id).map_err(other)?.tree_id().map_err(other)?.detach())
-    };
+    let tree_of = |id: ObjectId| super::tree_of(&repo, id).map_err(other);
     let task_tree = tree_of(task_tip)?;
     let ancestor = repo.merge_base(base_tip, task_tip).map_err(other)?.map(|id| id.detach());
     let (result, fast_forward) = if ancestor == Some(base_tip) {
@@ -80,14 +78,7 @@ pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str)
     };
     // The work tree holds the task tip; bring it to the result, but never over uncommitted work.
     let result_tree = tree_of(result)?;
-    let before = worktree::flatten(&repo, task_tree).map_err(other)?;
-    let after = worktree::flatten(&repo, result_tree).map_err(other)?;
-    let dirty: Vec<String> =
-        worktree::changes(&repo, root, task_tree).map_err(other)?.into_iter().map(|c| c.path).collect();
-    let touched: Vec<&String> = before.keys().chain(after.keys()).filter(|p| before.get(*p) != after.get(*p)).collect();
-    if let Some(p) = touched.iter().find(|p| dirty.contains(p)) {
-        return Err(other(format!("uncommitted changes in {p} would be overwritten")));
-    }
+    let tree_move = worktree::TreeMove::plan(&repo, root, task_tree, result_tree).map_err(other)?;
     let edits = vec![
         update(
             &base_ref,
@@ -108,10 +99,7 @@ pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str)
         .map_err(other)?,
     ];
     apply(&repo, edits).map_err(other)?;
-    for p in touched {
-        worktree::restore(&repo, root, p, after.get(p).copied()).map_err(other)?;
-    }
-    worktree::write_index(&repo, root, result_tree, &dirty.iter().cloned().collect()).map_err(other)?;
+    tree_move.apply(&repo, root).map_err(other)?;
     // The task branch goes only if nobody moved it meanwhile.
     apply(&repo, vec![delete(&task_ref, PreviousValue::MustExistAndMatch(Target::Object(task_tip))).map_err(other)?])
         .map_err(other)?;
@@ -126,7 +114,7 @@ fn add_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<(), 
         let parent = super::ref_id(repo, NOTES_REF)?;
         let mut editor = match parent {
             Some(p) => {
-                let tree = repo.find_commit(p).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?;
+                let tree = super::tree_of(repo, p)?;
                 repo.edit_tree(tree).map_err(|e| e.to_string())?
             }
             None => repo.edit_tree(ObjectId::empty_tree(repo.object_hash())).map_err(|e| e.to_string())?,

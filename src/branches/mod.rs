@@ -14,7 +14,7 @@ use gix::ObjectId;
 use gix::refs::transaction::PreviousValue;
 use gix::refs::{FullName, Target};
 
-use crate::gitstore::{apply, signature, update};
+use crate::gitstore::{apply, update};
 
 pub const TASK_BRANCH_PREFIX: &str = "llm_task_";
 
@@ -43,6 +43,11 @@ pub fn parse_task_branch(name: &str) -> Option<(String, String)> {
 
 pub(crate) fn open(root: &Path) -> Result<gix::Repository, String> {
     gix::open(root).map_err(|e| e.to_string())
+}
+
+/// The tree of commit `id`.
+pub(crate) fn tree_of(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, String> {
+    Ok(repo.find_commit(id).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach())
 }
 
 pub(crate) fn ref_id(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>, String> {
@@ -82,19 +87,9 @@ pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, S
         )
         .map_err(|e| e.to_string())?,
     ];
-    // The user's uncommitted work is remembered (its contents stored as blobs) so the task's
-    // commit can leave it alone.
-    let base_tree = repo.find_commit(head).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach();
-    let mut user_changes = std::collections::BTreeMap::new();
-    for c in worktree::changes(&repo, root, base_tree)? {
-        let id = match &c.content {
-            Some(bytes) => Some(repo.write_blob(bytes).map_err(|e| e.to_string())?.detach()),
-            None => None,
-        };
-        user_changes.insert(c.path, id);
-    }
+    // The user's uncommitted work is remembered so the task's commit can leave it alone.
+    let user_changes = worktree::snapshot(&repo, root, tree_of(&repo, head)?)?;
     apply(&repo, edits).map_err(|e| e.to_string())?;
-    let _ = signature;
     Ok(TaskBranch { name, base, base_commit: head, user_changes })
 }
 
@@ -106,15 +101,7 @@ pub fn adopt(root: &Path, branch: &str, base: &str) -> Result<TaskBranch, String
     let base_tip = ref_id(&repo, &format!("refs/heads/{base}"))?.ok_or_else(|| format!("{base} does not exist"))?;
     let base_commit =
         repo.merge_base(tip, base_tip).map_err(|e| e.to_string())?.map(|i| i.detach()).unwrap_or(base_tip);
-    let tip_tree = repo.find_commit(tip).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach();
-    let mut user_changes = std::collections::BTreeMap::new();
-    for c in worktree::changes(&repo, root, tip_tree)? {
-        let id = match &c.content {
-            Some(bytes) => Some(repo.write_blob(bytes).map_err(|e| e.to_string())?.detach()),
-            None => None,
-        };
-        user_changes.insert(c.path, id);
-    }
+    let user_changes = worktree::snapshot(&repo, root, tree_of(&repo, tip)?)?;
     Ok(TaskBranch { name: branch.to_owned(), base: base.to_owned(), base_commit, user_changes })
 }
 

@@ -53,8 +53,7 @@ pub fn review(
     user_changes: &std::collections::BTreeMap<String, Option<ObjectId>>,
 ) -> Result<ReviewOutput, String> {
     let repo = super::open(root)?;
-    let base_tree =
-        repo.find_commit(base_commit).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach();
+    let base_tree = super::tree_of(&repo, base_commit)?;
     let changes = worktree::changes(&repo, root, base_tree)?;
     let mut files = Vec::new();
     let mut contents = Vec::new();

@@ -57,17 +57,8 @@ pub fn switch_to(root: &Path, target: &str) -> Result<(), String> {
     let from = repo.head_id().map_err(|e| e.to_string())?.detach();
     let target_ref = format!("refs/heads/{target}");
     let to = ref_id(&repo, &target_ref)?.ok_or_else(|| format!("{target} does not exist"))?;
-    let tree_of = |id: ObjectId| -> Result<ObjectId, String> {
-        Ok(repo.find_commit(id).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach())
-    };
-    let (from_tree, to_tree) = (tree_of(from)?, tree_of(to)?);
-    let before = worktree::flatten(&repo, from_tree)?;
-    let after = worktree::flatten(&repo, to_tree)?;
-    let dirty: Vec<String> = worktree::changes(&repo, root, from_tree)?.into_iter().map(|c| c.path).collect();
-    let touched: Vec<&String> = before.keys().chain(after.keys()).filter(|p| before.get(*p) != after.get(*p)).collect();
-    if let Some(p) = touched.iter().find(|p| dirty.contains(p)) {
-        return Err(format!("uncommitted changes in {p} would be overwritten by switching to {target}"));
-    }
+    let tree_move = worktree::TreeMove::plan(&repo, root, super::tree_of(&repo, from)?, super::tree_of(&repo, to)?)
+        .map_err(|e| format!("{e} by switching to {target}"))?;
     let head_edit = update(
         "HEAD",
         PreviousValue::MustExistAndMatch(Target::Symbolic(head_name.clone())),
@@ -78,13 +69,7 @@ pub fn switch_to(root: &Path, target: &str) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     apply(&repo, vec![head_edit]).map_err(|e| e.to_string())?;
-    let mut seen = std::collections::BTreeSet::new();
-    for p in touched {
-        if seen.insert(p.clone()) {
-            worktree::restore(&repo, root, p, after.get(p).copied())?;
-        }
-    }
-    worktree::write_index(&repo, root, to_tree, &dirty.iter().cloned().collect())?;
+    tree_move.apply(&repo, root)?;
     Ok(())
 }
 

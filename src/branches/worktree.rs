@@ -187,6 +187,62 @@ pub fn write_index(
     index.write(Default::default()).map_err(|e| e.to_string())
 }
 
+/// Bringing the work tree from one tree to another: only the files that differ are rewritten,
+/// and never over uncommitted work.
+pub struct TreeMove {
+    to_tree: ObjectId,
+    to: BTreeMap<String, (ObjectId, EntryKind)>,
+    touched: BTreeSet<String>,
+    dirty: BTreeSet<String>,
+}
+
+impl TreeMove {
+    /// Plans the move from `from_tree` (what the work tree is based on) to `to_tree`. Fails
+    /// with the first path whose uncommitted changes the move would overwrite.
+    pub fn plan(
+        repo: &gix::Repository,
+        root: &Path,
+        from_tree: ObjectId,
+        to_tree: ObjectId,
+    ) -> Result<TreeMove, String> {
+        let from = flatten(repo, from_tree)?;
+        let to = flatten(repo, to_tree)?;
+        let dirty: BTreeSet<String> = changes(repo, root, from_tree)?.into_iter().map(|c| c.path).collect();
+        let touched: BTreeSet<String> =
+            from.keys().chain(to.keys()).filter(|p| from.get(*p) != to.get(*p)).cloned().collect();
+        if let Some(p) = touched.iter().find(|p| dirty.contains(*p)) {
+            return Err(format!("uncommitted changes in {p} would be overwritten"));
+        }
+        Ok(TreeMove { to_tree, to, touched, dirty })
+    }
+
+    /// Rewrites the files that differ and the index.
+    pub fn apply(&self, repo: &gix::Repository, root: &Path) -> Result<(), String> {
+        for p in &self.touched {
+            restore(repo, root, p, self.to.get(p).copied())?;
+        }
+        write_index(repo, root, self.to_tree, &self.dirty)
+    }
+}
+
+/// The work tree's differences from `tree`, with their contents stored as blobs: path → blob
+/// id (None: deleted). What the user had changed before a task started.
+pub fn snapshot(
+    repo: &gix::Repository,
+    root: &Path,
+    tree: ObjectId,
+) -> Result<BTreeMap<String, Option<ObjectId>>, String> {
+    let mut out = BTreeMap::new();
+    for c in changes(repo, root, tree)? {
+        let id = match &c.content {
+            Some(bytes) => Some(repo.write_blob(bytes).map_err(|e| e.to_string())?.detach()),
+            None => None,
+        };
+        out.insert(c.path, id);
+    }
+    Ok(out)
+}
+
 /// Writes a blob of `tree` back to the work tree (or removes the file when the tree lacks it).
 pub fn restore(
     repo: &gix::Repository,
