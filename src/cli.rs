@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
+use crate::semantic::map::{MapEntry, MapStore};
 use crate::tools::definitions::FindDefinitionsParams;
 use crate::tools::function_at_line::GetFunctionAtLineParams;
 use crate::tools::impact::{AnalyzeImpactParams, TargetFiles};
@@ -13,6 +14,7 @@ use crate::tools::query::QueryParams;
 use crate::tools::references::FindReferencesParams;
 use crate::tools::search_files::SearchFilesParams;
 use crate::tools::search_text::{Patterns, SearchTextParams};
+use crate::tools::semantic::{FetchChunkDetailParams, RecordOutcomeParams, SemanticSearchParams, SyncIndexParams};
 use crate::tools::structure::AnalyzeStructureParams;
 use crate::tools::symbols::GetSymbolsParams;
 use crate::tools::{self, ToolResult};
@@ -65,12 +67,39 @@ pub enum Command {
     Hook(HookCommand),
     /// Serve MCP over stdio until stdin closes.
     Serve,
-    /// Build or refresh the symbol index now and print what it holds.
+    /// Build or refresh the symbol index and the Forest (semantic index) now, with progress on
+    /// stderr, and print what they hold.
     Index {
-        /// Re-parse every file instead of only the changed ones.
+        /// Re-parse every file and rebuild the Forest from nothing (cached embeddings are reused).
         #[arg(long)]
         rebuild: bool,
     },
+    /// Semantic search: the Map of past successes first, then the Forest of code chunks.
+    #[command(name = "semantic-search", visible_alias = "semantic_search")]
+    SemanticSearch {
+        /// What to look for.
+        query: Option<String>,
+        /// auto (default), map or forest.
+        #[arg(long)]
+        collection: Option<String>,
+        #[arg(long)]
+        n_results: Option<usize>,
+        #[arg(long)]
+        target_feature: Option<String>,
+    },
+    /// The whole text of a Forest chunk.
+    #[command(name = "fetch-chunk-detail", visible_alias = "fetch_chunk_detail")]
+    FetchChunkDetail { chunk_id: Option<String> },
+    /// Record how the active (or last finished) session turned out: success teaches the Map.
+    Outcome {
+        /// success, failure or partial.
+        outcome: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// The Map (refs/code-intel/map): list or remove learned entries.
+    #[command(subcommand)]
+    Map(MapCommand),
     /// Search file contents (ripgrep engine).
     #[command(name = "search-text", visible_alias = "search_text")]
     SearchText(SearchTextArgs),
@@ -190,6 +219,17 @@ pub struct SearchTextArgs {
     pub offset: Option<usize>,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum MapCommand {
+    /// List the Map's entries.
+    List,
+    /// Remove entries by id.
+    Remove {
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+}
+
 /// Runs a tool subcommand and prints its result. Returns the process exit code.
 #[derive(Debug, Subcommand)]
 pub enum HookCommand {
@@ -304,20 +344,61 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             }
             0
         }
-        Command::Index { rebuild } => {
-            let started = std::time::Instant::now();
-            let stats = ws.index_now(rebuild);
-            let out = serde_json::json!({
-                "files": stats.files,
-                "symbols": stats.symbols,
-                "parsed": stats.parsed,
-                "removed": stats.removed,
-                "skipped_too_large": stats.too_large,
-                "skipped_binary": stats.binary,
-                "seconds": started.elapsed().as_secs_f64(),
-            });
-            emit::<serde_json::Value>(Ok(out), json)
+        Command::Index { rebuild } => index(ws, rebuild, json),
+        Command::SemanticSearch { query, collection, n_results, target_feature } => emit(
+            tools::semantic::semantic_search(ws, SemanticSearchParams { query, collection, n_results, target_feature }),
+            json,
+        ),
+        Command::FetchChunkDetail { chunk_id } => {
+            emit(tools::semantic::fetch_chunk_detail(ws, FetchChunkDetailParams { chunk_id }), json)
         }
+        Command::Outcome { outcome, note } => {
+            emit(tools::semantic::record_outcome(ws, RecordOutcomeParams { outcome, note }), json)
+        }
+        Command::Map(MapCommand::List) => {
+            let entries = MapStore::open(ws.repo.root()).and_then(|m| m.entries()).map(|(_, e)| e);
+            match entries {
+                Ok(entries) if json => emit::<Vec<MapEntry>>(Ok(entries), true),
+                Ok(entries) => {
+                    if entries.is_empty() {
+                        println!("The Map is empty (record a success with `git code-intel outcome success`).");
+                    }
+                    for e in &entries {
+                        println!("{}  {}", e.id, e.query.split_whitespace().collect::<Vec<_>>().join(" "));
+                        if !e.target_feature.is_empty() {
+                            println!("    target   {}", e.target_feature);
+                        }
+                        println!("    symbols  {}", e.symbols.join(", "));
+                        println!("    files    {}", e.files.join(", "));
+                    }
+                    0
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    1
+                }
+            }
+        }
+        Command::Map(MapCommand::Remove { ids }) => match MapStore::open(ws.repo.root()).and_then(|m| m.remove(&ids)) {
+            Ok(removed) => {
+                let missing: Vec<&String> = ids.iter().filter(|i| !removed.contains(i)).collect();
+                if json {
+                    println!("{}", serde_json::json!({"removed": removed, "not_found": missing}));
+                } else {
+                    for r in &removed {
+                        println!("removed {r}");
+                    }
+                    for m in &missing {
+                        println!("not found {m}");
+                    }
+                }
+                i32::from(!missing.is_empty())
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
         Command::SearchText(a) => {
             let pattern = match a.pattern.len() {
                 0 => None,
@@ -379,6 +460,53 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             emit(tools::query::query(ws, QueryParams { question, intent, path, symbol, file_path, tools: only }), json)
         }
     }
+}
+
+/// `git code-intel index`: the symbol index, then the Forest (when a model is installed), with
+/// the Forest's progress on stderr.
+fn index(ws: &Workspace, rebuild: bool, json: bool) -> i32 {
+    use std::io::IsTerminal;
+    let started = std::time::Instant::now();
+    let stats = ws.index_now(rebuild);
+    let mut out = serde_json::json!({
+        "files": stats.files,
+        "symbols": stats.symbols,
+        "parsed": stats.parsed,
+        "removed": stats.removed,
+        "skipped_too_large": stats.too_large,
+        "skipped_binary": stats.binary,
+    });
+    let tty = std::io::stderr().is_terminal();
+    let last_step = std::sync::atomic::AtomicUsize::new(0);
+    let progress = |done: usize, total: usize| {
+        if total == 0 {
+            return;
+        }
+        if tty {
+            let width = 30;
+            let filled = done * width / total;
+            eprint!("\rforest [{}{}] {done}/{total} chunks", "#".repeat(filled), "-".repeat(width - filled));
+            if done >= total {
+                eprintln!();
+            }
+        } else {
+            let step = done * 10 / total;
+            if step > last_step.swap(step, std::sync::atomic::Ordering::Relaxed) {
+                eprintln!("forest: {done}/{total} chunks");
+            }
+        }
+    };
+    let forest = if ws.semantic.available() {
+        tools::semantic::sync_index_with(ws, SyncIndexParams { force: Some(rebuild) }, &progress)
+    } else {
+        Err(ws.tool_error("chromadb_not_available", &[("error", "no embedding model installed")]).into())
+    };
+    out["forest"] = match forest {
+        Ok(report) => serde_json::to_value(report).unwrap_or_default(),
+        Err(e) => serde_json::json!({"unavailable": e.message}),
+    };
+    out["seconds"] = serde_json::json!(started.elapsed().as_secs_f64());
+    emit::<serde_json::Value>(Ok(out), json)
 }
 
 /// `git code-intel status`: the session as get_session_status sees it, for people or as JSON.

@@ -161,6 +161,8 @@ impl SessionStore {
             "tasks": state.tasks.iter().map(|t| serde_json::json!({"id": t.id, "status": t.status})).collect::<Vec<_>>(),
             "counters": state.counters,
             "forced_completion": state.forced_completion,
+            "learned": state.learned,
+            "evidence": crate::semantic::learning::evidence_of(state),
             "last_checkpoint": previous.to_string(),
         });
         self.append_history(&repo, &record)?;
@@ -173,27 +175,14 @@ impl SessionStore {
     }
 
     fn append_history(&self, repo: &gix::Repository, record: &serde_json::Value) -> Result<(), StoreError> {
-        let text = serde_json::to_vec_pretty(record).map_err(git)?;
-        for _ in 0..5 {
-            let parent = repo
-                .try_find_reference(HISTORY_REF)
-                .map_err(git)?
-                .and_then(|r| r.target().try_id().map(ToOwned::to_owned));
-            let blob = repo.write_blob(&text).map_err(git)?.detach();
-            let tree = single_file_tree(repo, RECORD_FILE, blob)?;
-            let id = record["session_id"].as_str().unwrap_or("?");
-            let commit = write_commit(repo, tree, parent, &format!("completed session {id}"))?;
-            let expected = match parent {
-                Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
-                None => PreviousValue::MustNotExist,
-            };
-            if apply(repo, vec![update(HISTORY_REF, expected, Target::Object(commit), "record completed session")?])
-                .is_ok()
-            {
-                return Ok(());
-            }
-        }
-        Err(StoreError::Conflict)
+        let id = record["session_id"].as_str().unwrap_or("?");
+        crate::gitlog::append_as(repo, HISTORY_REF, RECORD_FILE, record, &format!("completed session {id}"))?;
+        Ok(())
+    }
+
+    /// The newest finished sessions' records, newest first.
+    pub fn history(&self, limit: usize) -> Result<Vec<serde_json::Value>, StoreError> {
+        crate::gitlog::read_as(&self.repo(), HISTORY_REF, RECORD_FILE, limit)
     }
 
     /// Removes every session checkpoint and the active claim. Returns how many sessions it removed.
@@ -249,7 +238,7 @@ fn write_checkpoint(
     write_commit(repo, tree, parent, message)
 }
 
-fn single_file_tree(repo: &gix::Repository, name: &str, blob: ObjectId) -> Result<ObjectId, StoreError> {
+pub(crate) fn single_file_tree(repo: &gix::Repository, name: &str, blob: ObjectId) -> Result<ObjectId, StoreError> {
     let tree = gix::objs::Tree {
         entries: vec![gix::objs::tree::Entry {
             mode: gix::objs::tree::EntryKind::Blob.into(),

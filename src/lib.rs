@@ -6,6 +6,7 @@ pub mod config;
 pub mod contract;
 pub mod engine;
 pub mod garbage;
+pub mod gitlog;
 pub mod gitstore;
 pub mod hooks;
 pub mod index;

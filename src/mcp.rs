@@ -10,6 +10,7 @@ use rmcp::model::{CallToolResponse, CallToolResult, Implementation, ServerCapabi
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
 use crate::engine::state::Flags;
+use crate::semantic::sync::SyncReport;
 use crate::session::{SessionResult, Sessions, StartRequest};
 use crate::tools::definitions::{FindDefinitionsOutput, FindDefinitionsParams};
 use crate::tools::function_at_line::{GetFunctionAtLineOutput, GetFunctionAtLineParams};
@@ -18,6 +19,10 @@ use crate::tools::query::{QueryOutput, QueryParams};
 use crate::tools::references::{FindReferencesOutput, FindReferencesParams};
 use crate::tools::search_files::{SearchFilesOutput, SearchFilesParams};
 use crate::tools::search_text::{SearchTextOutput, SearchTextParams};
+use crate::tools::semantic::{
+    ChunkDetail, FetchChunkDetailParams, RecordOutcomeOutput, RecordOutcomeParams, SemanticSearchOutput,
+    SemanticSearchParams, SyncIndexParams,
+};
 use crate::tools::structure::{AnalyzeStructureOutput, AnalyzeStructureParams};
 use crate::tools::symbols::{GetSymbolsOutput, GetSymbolsParams};
 use crate::tools::{self, ToolError, ToolResult};
@@ -40,6 +45,26 @@ pub struct CodeIntelServer {
 impl CodeIntelServer {
     pub fn new(ws: Workspace) -> Self {
         let sessions = Sessions::open(&ws);
+        if ws.config.sync_on_start && ws.semantic.available() {
+            // sync_on_start: bring the Forest up to date in the background while the agent
+            // starts its session; searches made meanwhile get partial results.
+            let semantic = Arc::clone(&ws.semantic);
+            let (repo, config) = (ws.repo.clone(), ws.config.clone());
+            let spawned = std::thread::Builder::new().name("forest-load".into()).spawn(move || {
+                if let Err(e) = semantic.loaded() {
+                    tracing::warn!("semantic search unavailable: {e}");
+                    return;
+                }
+                if semantic.needs_sync(&config, u64::MAX)
+                    && let Some(handle) = semantic.start_sync(repo, config, u64::MAX)
+                {
+                    let _ = handle.join();
+                }
+            });
+            if let Err(e) = spawned {
+                tracing::warn!("cannot start the Forest sync: {e}");
+            }
+        }
         CodeIntelServer { ws: Arc::new(ws), sessions: Arc::new(sessions), tool_router: Self::tool_router() }
     }
 
@@ -259,6 +284,49 @@ impl CodeIntelServer {
     }
 
     #[tool(
+        name = "semantic_search",
+        description = "Semantic search (SEMANTIC phase). collection auto (default) searches the Map of past successes first: a hit scoring >= 0.7 answers with skip_forest true. Otherwise it searches the Forest of code chunks (dense embeddings fused with BM25 by reciprocal rank) and keeps the best Map hits too. Hits carry chunk_id, file, lines, symbol, score and a snippet; partial is true while a sync is still running.",
+        annotations(read_only_hint = true)
+    )]
+    async fn semantic_search(
+        &self,
+        Parameters(p): Parameters<SemanticSearchParams>,
+    ) -> Result<Json<SemanticSearchOutput>, ToolError> {
+        self.run("semantic_search", move |ws| tools::semantic::semantic_search(ws, p)).await
+    }
+
+    #[tool(
+        name = "fetch_chunk_detail",
+        description = "The whole text of a Forest chunk, by the chunk_id semantic_search returned.",
+        annotations(read_only_hint = true)
+    )]
+    async fn fetch_chunk_detail(
+        &self,
+        Parameters(p): Parameters<FetchChunkDetailParams>,
+    ) -> Result<Json<ChunkDetail>, ToolError> {
+        self.run("fetch_chunk_detail", move |ws| tools::semantic::fetch_chunk_detail(ws, p)).await
+    }
+
+    #[tool(
+        name = "sync_index",
+        description = "Bring the Forest (the semantic index) up to date with the work tree now: only files whose blake3 fingerprint changed are chunked and embedded again. force: rebuild from nothing (cached embeddings are reused)."
+    )]
+    async fn sync_index(&self, Parameters(p): Parameters<SyncIndexParams>) -> Result<Json<SyncReport>, ToolError> {
+        self.run("sync_index", move |ws| tools::semantic::sync_index(ws, p)).await
+    }
+
+    #[tool(
+        name = "record_outcome",
+        description = "Record how the active (or last finished) session turned out: success, failure or partial, in the OutcomeLog (refs/code-intel/logs/outcomes). A success also adds the session's query, target and the files and symbols its evidence cites to the Map (refs/code-intel/map)."
+    )]
+    async fn record_outcome(
+        &self,
+        Parameters(p): Parameters<RecordOutcomeParams>,
+    ) -> Result<Json<RecordOutcomeOutput>, ToolError> {
+        self.run("record_outcome", move |ws| tools::semantic::record_outcome(ws, p)).await
+    }
+
+    #[tool(
         name = "start_session",
         description = "Start a workflow session (step 1). The server then leads phase by phase: follow each response's instruction and answer with submit_phase in the expected_payload shape."
     )]
@@ -364,7 +432,8 @@ impl ServerHandler for CodeIntelServer {
             .with_server_info(Implementation::new("git-code-intel", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Code intelligence for this repository: search_text, search_files, find_definitions, \
-                 find_references, get_symbols, analyze_structure, get_function_at_line, analyze_impact, query. \
+                 find_references, get_symbols, analyze_structure, get_function_at_line, analyze_impact, query, \
+                 semantic_search, fetch_chunk_detail, sync_index, record_outcome. \
                  Workflow: start_session, then submit_phase for every phase (follow each response's \
                  instruction); get_session_status to recover. All paths are relative to the repository root.",
             )

@@ -150,7 +150,7 @@ impl Sessions {
         let stored = self.require_active(ws)?;
         let mut checkpoint = stored.checkpoint.clone();
         self.merge_record(&mut checkpoint);
-        let facts = Facts { evidence: evidence_facts(ws, &data), semantic_available: false };
+        let facts = Facts { evidence: evidence_facts(ws, &data), semantic_available: ws.semantic.available() };
         let accepted = submit::submit(&ws.contract, &checkpoint, &data, &facts).map_err(|r| r.response)?;
         let old_phase = checkpoint.orchestrator_state.phase();
         let mut next = accepted.session;

@@ -21,6 +21,8 @@ pub struct Workspace {
     pub contract: Contract,
     index: Mutex<IndexState>,
     watch: bool,
+    /// Semantic search: the model, the Forest and the Map's vectors.
+    pub semantic: std::sync::Arc<crate::semantic::service::Semantic>,
 }
 
 #[derive(Default)]
@@ -28,6 +30,8 @@ struct IndexState {
     index: Option<SymbolIndex>,
     report: RefreshReport,
     watcher: Option<TreeWatcher>,
+    /// Counts the refreshes that changed the index (the Forest syncs when it moved).
+    generation: u64,
 }
 
 impl Workspace {
@@ -39,7 +43,8 @@ impl Workspace {
         for warning in [config_warning, contract_warning].into_iter().flatten() {
             tracing::warn!("{warning}");
         }
-        Ok(Workspace { repo, config, contract, index: Mutex::new(IndexState::default()), watch })
+        let semantic = std::sync::Arc::new(crate::semantic::service::Semantic::new(repo.root(), &config));
+        Ok(Workspace { repo, config, contract, index: Mutex::new(IndexState::default()), watch, semantic })
     }
 
     /// The `{error, message}` of `tool_errors.query.<key>`.
@@ -75,6 +80,13 @@ impl Workspace {
 }
 
 impl Workspace {
+    /// Refreshes the symbol index and returns its generation, which moves whenever a refresh
+    /// changed it: the Forest's cue that files changed.
+    pub fn index_generation(&self) -> u64 {
+        self.with_index(|_, _| ());
+        self.index.lock().unwrap_or_else(|p| p.into_inner()).generation
+    }
+
     /// Brings the index up to date now (`rebuild`: from nothing, re-parsing every file) and
     /// reports what it holds. Backs `git code-intel index`.
     pub fn index_now(&self, rebuild: bool) -> IndexStats {
@@ -111,6 +123,9 @@ impl Workspace {
         }
         if let Some(watch) = state.watcher.as_mut() {
             watch.sync_dirs(&report.dirs);
+        }
+        if report.changed || state.index.is_none() {
+            state.generation += 1;
         }
         state.index = Some(index);
         state.report = report;

@@ -155,6 +155,17 @@ pub struct SessionState {
     pub quality_review_passed: bool,
     pub forced_completion: bool,
     pub created_at: String,
+    /// What QUERY_FRAME named as the target, kept for the Map when the session succeeds.
+    #[serde(default)]
+    pub learned: Learned,
+}
+
+/// The parts of a session the Map learns from, besides the query and the task evidence.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Learned {
+    pub target_feature: String,
+    pub target_symbols: Vec<String>,
 }
 
 impl SessionState {

@@ -118,6 +118,7 @@ pub fn start(contract: &Contract, p: StartParams) -> (Checkpoint, Value) {
         quality_review_passed: false,
         forced_completion: false,
         created_at: p.created_at,
+        learned: Default::default(),
     };
     let session = Checkpoint { orchestrator_state: state, phase_payloads: BTreeMap::new() };
     let response = success(contract, &session, Map::new());
@@ -385,6 +386,7 @@ pub fn submit(contract: &Contract, session: &Checkpoint, data: &Value, facts: &F
         }
         Phase::QueryFrame => {
             let hints = check_query_frame(contract, &session, data)?;
+            session.orchestrator_state.learned = learned_from_query_frame(data);
             if !hints.is_empty() {
                 response_extra.insert("query_frame_hints".into(), json!(hints));
             }
@@ -722,6 +724,22 @@ fn check_query_frame(
         }
     }
     Ok(hints)
+}
+
+/// The target QUERY_FRAME named: the `target_feature` slot's value and the `target_symbols`.
+fn learned_from_query_frame(data: &Map<String, Value>) -> crate::engine::state::Learned {
+    let slots = data.get("slots").and_then(Value::as_object);
+    let feature = match slots.and_then(|s| s.get("target_feature")).or_else(|| data.get("target_feature")) {
+        Some(Value::String(s)) => s.trim().to_owned(),
+        Some(Value::Object(o)) => o.get("value").and_then(Value::as_str).unwrap_or("").trim().to_owned(),
+        _ => String::new(),
+    };
+    let symbols = data
+        .get("target_symbols")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default();
+    crate::engine::state::Learned { target_feature: feature, target_symbols: symbols }
 }
 
 fn normalize_text(s: &str) -> String {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::lang::Lang;
 use crate::syntax::{FileSyntax, SymbolKind};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Chunk {
     pub id: String,
     pub file: String,

@@ -1,6 +1,19 @@
-//! Semantic search (in progress, issue 5). So far: [`chunk`], the Forest's AST chunks, and
-//! [`embed`], embeddings from a local model through fastembed with ONNX Runtime loaded at run
-//! time. The faiss index, sync, `semantic_search` and the Map are not built yet.
+//! Semantic search over two layers (the seeds' Forest/Map):
+//!
+//! - [`chunk`]: the Forest's AST chunks; [`embed`]: vectors from a local model through fastembed;
+//!   [`cache`]: vectors by blake3 of the embedded text; [`vectors`]: faiss `IDMap,Flat`;
+//!   [`lexical`]: BM25; [`forest`]: chunks + vectors + BM25, persisted; [`sync`]: incremental sync.
+//! - [`map`]: learned success patterns in `refs/code-intel/map`; [`learning`]: what a successful
+//!   session teaches it.
+//! - [`service`]: one repository's semantic state (lazy model, background sync, Map index).
 
+pub mod cache;
 pub mod chunk;
 pub mod embed;
+pub mod forest;
+pub mod learning;
+pub mod lexical;
+pub mod map;
+pub mod service;
+pub mod sync;
+pub mod vectors;

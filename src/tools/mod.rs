@@ -10,6 +10,7 @@ pub mod query;
 pub mod references;
 pub mod search_files;
 pub mod search_text;
+pub mod semantic;
 pub mod structure;
 pub mod symbols;
 

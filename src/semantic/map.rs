@@ -1,0 +1,157 @@
+//! The Map in git: learned success patterns under `refs/code-intel/map`. Each commit's tree
+//! holds one `<id>.json` per entry; every change is a new commit on the previous tip, written
+//! with compare-and-swap (retried when another process changed the Map first). A team shares
+//! the Map by pushing and fetching the ref.
+
+use std::path::Path;
+
+use gix::ObjectId;
+use gix::refs::Target;
+use gix::refs::transaction::PreviousValue;
+use serde::{Deserialize, Serialize};
+
+use crate::gitstore::{StoreError, apply, update, write_commit};
+
+pub const MAP_REF: &str = "refs/code-intel/map";
+
+/// One success pattern: a natural-language request and where the answer turned out to be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MapEntry {
+    pub id: String,
+    /// The request, as the user wrote it.
+    pub query: String,
+    /// QUERY_FRAME's target_feature.
+    #[serde(default)]
+    pub target_feature: String,
+    /// Symbols the session verified and changed.
+    #[serde(default)]
+    pub symbols: Vec<String>,
+    /// Files the session verified and changed.
+    #[serde(default)]
+    pub files: Vec<String>,
+    #[serde(default)]
+    pub session_id: String,
+    #[serde(default)]
+    pub recorded_at: String,
+}
+
+impl MapEntry {
+    /// A stable id from the query and the session.
+    pub fn make_id(query: &str, session_id: &str) -> String {
+        let hash = blake3::hash(format!("{session_id}\n{query}").as_bytes());
+        hash.to_hex()[..12].to_owned()
+    }
+}
+
+fn git<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError::Git(e.to_string())
+}
+
+pub struct MapStore {
+    repo: gix::ThreadSafeRepository,
+}
+
+impl MapStore {
+    pub fn open(root: &Path) -> Result<MapStore, StoreError> {
+        let repo = gix::open(root).map_err(|e| StoreError::NotGit(e.to_string()))?;
+        Ok(MapStore { repo: repo.into_sync() })
+    }
+
+    /// The Map's current commit, if there is a Map.
+    pub fn tip(&self) -> Result<Option<ObjectId>, StoreError> {
+        crate::gitlog::tip(&self.repo.to_thread_local(), MAP_REF)
+    }
+
+    /// The entries at the current tip, sorted by id.
+    pub fn entries(&self) -> Result<(Option<ObjectId>, Vec<MapEntry>), StoreError> {
+        let repo = self.repo.to_thread_local();
+        let tip = crate::gitlog::tip(&repo, MAP_REF)?;
+        let Some(id) = tip else { return Ok((None, Vec::new())) };
+        Ok((tip, read_entries(&repo, id)?))
+    }
+
+    /// Adds (or replaces, by id) `entry`.
+    pub fn add(&self, entry: &MapEntry) -> Result<ObjectId, StoreError> {
+        self.change(&format!("map: learn '{}'", short(&entry.query)), |entries| {
+            entries.retain(|e| e.id != entry.id);
+            entries.push(entry.clone());
+            true
+        })
+    }
+
+    /// Removes the entries with these ids; returns the ids it removed.
+    pub fn remove(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let mut removed = Vec::new();
+        self.change("map: remove entries", |entries| {
+            removed = entries.iter().filter(|e| ids.contains(&e.id)).map(|e| e.id.clone()).collect();
+            entries.retain(|e| !ids.contains(&e.id));
+            !removed.is_empty()
+        })?;
+        Ok(removed)
+    }
+
+    /// Applies `edit` to the entries at the tip and commits the result on top of it, retrying
+    /// from the new tip when another writer got there first. `edit` returns false for no change.
+    fn change(&self, message: &str, mut edit: impl FnMut(&mut Vec<MapEntry>) -> bool) -> Result<ObjectId, StoreError> {
+        let repo = self.repo.to_thread_local();
+        for _ in 0..20 {
+            let parent = crate::gitlog::tip(&repo, MAP_REF)?;
+            let mut entries = match parent {
+                Some(id) => read_entries(&repo, id)?,
+                None => Vec::new(),
+            };
+            if !edit(&mut entries) {
+                return parent.ok_or_else(|| StoreError::Git("the Map is empty".into()));
+            }
+            let tree = write_entries(&repo, &entries)?;
+            let commit = write_commit(&repo, tree, parent, message)?;
+            let expected = match parent {
+                Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
+                None => PreviousValue::MustNotExist,
+            };
+            if apply(&repo, vec![update(MAP_REF, expected, Target::Object(commit), message)?]).is_ok() {
+                return Ok(commit);
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+}
+
+fn short(s: &str) -> String {
+    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    one_line.chars().take(60).collect()
+}
+
+fn read_entries(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<MapEntry>, StoreError> {
+    let tree = repo.find_commit(commit).map_err(git)?.tree().map_err(git)?;
+    let mut out = Vec::new();
+    for entry in tree.iter() {
+        let entry = entry.map_err(git)?;
+        if !entry.filename().ends_with(b".json") {
+            continue;
+        }
+        let blob = repo.find_object(entry.oid()).map_err(git)?;
+        match serde_json::from_slice::<MapEntry>(&blob.data) {
+            Ok(e) => out.push(e),
+            Err(e) => tracing::warn!("{MAP_REF}: skipping unreadable entry {}: {e}", entry.filename()),
+        }
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+fn write_entries(repo: &gix::Repository, entries: &[MapEntry]) -> Result<ObjectId, StoreError> {
+    let mut tree_entries = Vec::with_capacity(entries.len());
+    for e in entries {
+        let json = serde_json::to_vec_pretty(e).map_err(git)?;
+        let blob = repo.write_blob(&json).map_err(git)?.detach();
+        tree_entries.push(gix::objs::tree::Entry {
+            mode: gix::objs::tree::EntryKind::Blob.into(),
+            filename: format!("{}.json", e.id).into(),
+            oid: blob,
+        });
+    }
+    tree_entries.sort_by(|a, b| a.filename.cmp(&b.filename));
+    let tree = gix::objs::Tree { entries: tree_entries };
+    Ok(repo.write_object(&tree).map_err(git)?.detach())
+}

@@ -1,0 +1,154 @@
+//! Vectors in faiss: an `IDMap,Flat` inner-product index over unit-length vectors, so scores
+//! are exact cosine similarities and `remove_ids` really removes.
+//!
+//! OpenMP: a single query is scanned on the calling thread (one OpenMP thread). On a busy
+//! 2-core machine a team of OpenMP threads only adds latency spikes to a 384-float scan.
+
+use std::path::Path;
+
+use faiss::FlatIndex;
+use faiss::selector::IdSelector;
+use faiss::{ConcurrentIndex, IdMap, Idx, Index, MetricType};
+
+#[derive(Debug, thiserror::Error)]
+pub enum VectorError {
+    #[error("faiss: {0}")]
+    Faiss(#[from] faiss::error::Error),
+    #[error("the vector index has dimension {found}, the model gives {expected}")]
+    Dimension { expected: u32, found: u32 },
+    #[error("the vector index is not an inner-product IDMap index")]
+    WrongKind,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+unsafe extern "C" {
+    fn omp_set_num_threads(n: std::ffi::c_int);
+}
+
+/// Sets the OpenMP thread count for faiss calls made from the current thread.
+pub fn set_openmp_threads(n: usize) {
+    // SAFETY: omp_set_num_threads only sets the calling thread's OpenMP control variable.
+    unsafe { omp_set_num_threads(n.clamp(1, 64) as std::ffi::c_int) }
+}
+
+pub struct VectorIndex {
+    index: IdMap<FlatIndex>,
+    dim: u32,
+}
+
+impl VectorIndex {
+    pub fn new(dim: u32) -> Result<VectorIndex, VectorError> {
+        // The `IDMap,Flat` of the index factory, built directly so the type says it is flat.
+        let index = IdMap::new(FlatIndex::new_ip(dim)?)?;
+        Ok(VectorIndex { index, dim })
+    }
+
+    /// Reads an index written by [`VectorIndex::write`]; anything else (a torn file, another
+    /// dimension, another index type) is an error, so the caller rebuilds.
+    pub fn read(path: &Path, dim: u32) -> Result<VectorIndex, VectorError> {
+        let path = path.to_string_lossy().into_owned();
+        let index = faiss::read_index(path)?;
+        if index.metric_type() != MetricType::InnerProduct {
+            return Err(VectorError::WrongKind);
+        }
+        let index = index
+            .into_id_map()
+            .and_then(|m| m.try_cast_inner_index::<FlatIndex>())
+            .map_err(|_| VectorError::WrongKind)?;
+        if index.d() != dim {
+            return Err(VectorError::Dimension { expected: dim, found: index.d() });
+        }
+        Ok(VectorIndex { index, dim })
+    }
+
+    /// Writes the index to `path` through a temporary file and a rename, so a reader never sees
+    /// half an index.
+    pub fn write(&self, path: &Path) -> Result<(), VectorError> {
+        let tmp = path.with_extension("faiss.tmp");
+        faiss::write_index(&self.index, tmp.to_string_lossy())?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+
+    pub fn dim(&self) -> u32 {
+        self.dim
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.ntotal() as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The ids held, in insertion order.
+    pub fn ids(&self) -> Vec<u64> {
+        self.index.id_map().iter().filter_map(|i| i.get()).collect()
+    }
+
+    /// Adds `vectors` (concatenated, `dim` floats each) under `ids`.
+    pub fn add(&mut self, ids: &[u64], vectors: &[f32]) -> Result<(), VectorError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<Idx> = ids.iter().map(|&i| Idx::new(i)).collect();
+        self.index.add_with_ids(vectors, &ids)?;
+        Ok(())
+    }
+
+    pub fn remove(&mut self, ids: &[u64]) -> Result<usize, VectorError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<Idx> = ids.iter().map(|&i| Idx::new(i)).collect();
+        let selector = IdSelector::batch(&ids)?;
+        Ok(self.index.remove_ids(&selector)?)
+    }
+
+    /// The `k` nearest ids to `query` with their inner products, best first.
+    pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>, VectorError> {
+        if self.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        if query.len() != self.dim as usize {
+            return Err(VectorError::Dimension { expected: self.dim, found: query.len() as u32 });
+        }
+        set_openmp_threads(1);
+        let k = k.min(self.len());
+        let result = ConcurrentIndex::search(&self.index, query, k)?;
+        Ok(result.labels.iter().zip(&result.distances).filter_map(|(l, d)| l.get().map(|id| (id, *d))).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(v: [f32; 3]) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / n).collect()
+    }
+
+    #[test]
+    fn add_search_remove_and_round_trip_through_a_file() {
+        let mut index = VectorIndex::new(3).unwrap();
+        let vectors: Vec<f32> = [unit([1.0, 0.0, 0.0]), unit([0.0, 1.0, 0.0]), unit([1.0, 1.0, 0.0])].concat();
+        index.add(&[10, 20, 30], &vectors).unwrap();
+        let hits = index.search(&unit([1.0, 0.1, 0.0]), 2).unwrap();
+        assert_eq!(hits[0].0, 10);
+        assert!((hits[0].1 - 0.995).abs() < 0.01, "{hits:?}");
+        assert_eq!(index.remove(&[10]).unwrap(), 1);
+        assert_eq!(index.search(&unit([1.0, 0.1, 0.0]), 1).unwrap()[0].0, 30);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.faiss");
+        index.write(&path).unwrap();
+        let back = VectorIndex::read(&path, 3).unwrap();
+        assert_eq!(back.ids(), vec![20, 30]);
+        assert!(matches!(VectorIndex::read(&path, 4), Err(VectorError::Dimension { .. })));
+        std::fs::write(&path, b"not an index").unwrap();
+        assert!(VectorIndex::read(&path, 3).is_err());
+    }
+}

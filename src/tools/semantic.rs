@@ -1,0 +1,289 @@
+//! `semantic_search`, `fetch_chunk_detail`, `sync_index` and `record_outcome`: the Forest and
+//! the Map as tools. Without a model they answer `semantic_unavailable` (never fake vectors);
+//! every other tool keeps working.
+
+use std::sync::atomic::Ordering;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{ToolError, ToolResult, Workspace, given};
+use crate::gitstore::SessionStore;
+use crate::semantic::forest::ForestHit;
+use crate::semantic::learning::{self, SessionFacts};
+use crate::semantic::map::{MapEntry, MapStore};
+use crate::semantic::service::{MapHit, SYNC_WAIT};
+use crate::semantic::sync::SyncReport;
+
+/// A Map hit at or above this score answers the query: the Forest is skipped.
+pub const MAP_SHORTCUT: f32 = 0.7;
+const MAX_RESULTS: usize = 50;
+/// Map hits kept next to Forest hits when the Map did not answer.
+const MAP_HITS_WITH_FOREST: usize = 3;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SemanticSearchParams {
+    /// What to look for, in natural language or as identifiers.
+    pub query: Option<String>,
+    /// auto (the Map first, then the Forest), map, or forest. Default auto.
+    pub collection: Option<String>,
+    /// How many hits (1-50, default 10).
+    pub n_results: Option<usize>,
+    /// QUERY_FRAME's target_feature: added to the Forest query.
+    pub target_feature: Option<String>,
+}
+
+/// Sync progress while a search ran.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SyncProgress {
+    pub chunks_done: usize,
+    pub chunks_total: usize,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SemanticSearchOutput {
+    pub query: String,
+    pub collection: String,
+    /// True when a Map hit scored at least 0.7: the Map answers, the Forest was not searched.
+    pub skip_forest: bool,
+    pub map_hits: Vec<MapHit>,
+    pub forest_hits: Vec<ForestHit>,
+    /// True when a sync was still running: the Forest results cover only what it holds so far.
+    pub partial: bool,
+    pub sync: Option<SyncProgress>,
+    /// Chunks in the Forest.
+    pub forest_chunks: usize,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct FetchChunkDetailParams {
+    /// A chunk id from semantic_search (`path#symbol#n`).
+    pub chunk_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ChunkDetail {
+    pub chunk_id: String,
+    pub file: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub symbol: String,
+    pub kind: String,
+    pub header: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SyncIndexParams {
+    /// Rebuild the Forest from nothing (the embedding cache is kept, so unchanged chunks are
+    /// not embedded again).
+    pub force: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct RecordOutcomeParams {
+    /// success, failure or partial.
+    pub outcome: Option<String>,
+    /// What happened, in a sentence.
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RecordOutcomeOutput {
+    pub outcome: String,
+    pub session_id: String,
+    pub query: String,
+    /// The OutcomeLog commit (`refs/code-intel/logs/outcomes`).
+    pub logged: String,
+    /// The Map entry learned (success only).
+    pub map_entry: Option<MapEntry>,
+}
+
+fn unavailable(ws: &Workspace, error: &str) -> ToolError {
+    ws.tool_error("chromadb_not_available", &[("error", error)]).into()
+}
+
+fn failed(ws: &Workspace, error: &str) -> ToolError {
+    ws.tool_error("semantic_search_failed", &[("error", error)]).into()
+}
+
+pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResult<SemanticSearchOutput> {
+    let Some(query) = given(&params.query) else {
+        return Err(ws.invalid_argument("query", "required (what to look for)"));
+    };
+    let collection = given(&params.collection).unwrap_or("auto").to_ascii_lowercase();
+    if !["auto", "map", "forest"].contains(&collection.as_str()) {
+        return Err(ws.tool_error("invalid_collection", &[("collection", &collection)]).into());
+    }
+    let n = params.n_results.unwrap_or(10);
+    if n == 0 || n > MAX_RESULTS {
+        return Err(ws.invalid_argument("n_results", "between 1 and 50"));
+    }
+    let sem = &ws.semantic;
+    sem.loaded().map_err(|e| unavailable(ws, &e.to_string()))?;
+    let query_vector = sem.embed_one(query).map_err(|e| failed(ws, &e.to_string()))?;
+
+    let mut out = SemanticSearchOutput {
+        query: query.to_owned(),
+        collection: collection.clone(),
+        skip_forest: false,
+        map_hits: Vec::new(),
+        forest_hits: Vec::new(),
+        partial: false,
+        sync: None,
+        forest_chunks: 0,
+        note: None,
+    };
+    if collection != "forest" {
+        out.map_hits = sem.search_map(&query_vector, n).map_err(|e| failed(ws, &e))?;
+        if collection == "map" {
+            return Ok(out);
+        }
+        if out.map_hits.first().is_some_and(|h| h.score >= MAP_SHORTCUT) {
+            out.skip_forest = true;
+            out.map_hits.retain(|h| h.score >= MAP_SHORTCUT);
+            out.note = Some("The Map answers this query (score >= 0.7); the Forest was not searched.".into());
+            return Ok(out);
+        }
+        out.map_hits.truncate(MAP_HITS_WITH_FOREST);
+    }
+
+    // The Forest: sync first when files changed (waiting a little), then search.
+    let generation = ws.index_generation();
+    if sem.needs_sync(&ws.config, generation) {
+        sem.start_sync(ws.repo.clone(), ws.config.clone(), generation);
+    }
+    if !sem.wait_for_sync(SYNC_WAIT) {
+        out.partial = true;
+        out.sync = Some(SyncProgress {
+            chunks_done: sem.progress.done.load(Ordering::Relaxed),
+            chunks_total: sem.progress.total.load(Ordering::Relaxed),
+        });
+        out.note = Some("The Forest is still syncing in the background: these results cover only the part synced so far. Search again later for complete results.".into());
+    } else if let Some(e) = sem.last_sync_error() {
+        out.note = Some(format!("The last Forest sync failed ({e}); results may be stale."));
+    }
+    let forest_query = match given(&params.target_feature) {
+        Some(t) => format!("{query} {t}"),
+        None => query.to_owned(),
+    };
+    let forest_vector = if forest_query == query {
+        query_vector
+    } else {
+        sem.embed_one(&forest_query).map_err(|e| failed(ws, &e.to_string()))?
+    };
+    out.forest_hits = sem.search_forest(&forest_vector, &forest_query, n).map_err(|e| failed(ws, &e))?;
+    out.forest_chunks = sem.loaded().map(|l| l.forest.read().map_or(0, |f| f.chunk_count())).unwrap_or(0);
+    Ok(out)
+}
+
+pub fn fetch_chunk_detail(ws: &Workspace, params: FetchChunkDetailParams) -> ToolResult<ChunkDetail> {
+    let Some(chunk_id) = given(&params.chunk_id) else {
+        return Err(ws.tool_error("no_chunk_id", &[]).into());
+    };
+    let loaded = ws.semantic.loaded().map_err(|e| unavailable(ws, &e.to_string()))?;
+    let forest = loaded.forest.read().unwrap_or_else(|p| p.into_inner());
+    let Some(stored) = forest.chunk(chunk_id) else {
+        return Err(ws.tool_error("chunk_not_found", &[("chunk_id", chunk_id)]).into());
+    };
+    let c = &stored.chunk;
+    Ok(ChunkDetail {
+        chunk_id: c.id.clone(),
+        file: c.file.clone(),
+        start_line: c.start_line,
+        end_line: c.end_line,
+        symbol: c.symbol.clone(),
+        kind: c.kind.clone(),
+        header: c.header.clone(),
+        text: c.text.clone(),
+    })
+}
+
+/// Syncs the Forest now; `on_slice(done, total)` reports progress.
+pub fn sync_index_with(
+    ws: &Workspace,
+    params: SyncIndexParams,
+    on_slice: &dyn Fn(usize, usize),
+) -> ToolResult<SyncReport> {
+    ws.semantic.loaded().map_err(|e| unavailable(ws, &e.to_string()))?;
+    let generation = ws.index_generation();
+    ws.semantic
+        .sync_now(&ws.repo, &ws.config, params.force.unwrap_or(false), generation, on_slice)
+        .map_err(|e| ws.tool_error("sync_failed", &[("error", &e.to_string())]).into())
+}
+
+pub fn sync_index(ws: &Workspace, params: SyncIndexParams) -> ToolResult<SyncReport> {
+    sync_index_with(ws, params, &|_, _| {})
+}
+
+/// Appends the outcome of the active session (or else the last finished one) to the
+/// OutcomeLog; a success also teaches the Map.
+pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult<RecordOutcomeOutput> {
+    let outcome = given(&params.outcome).unwrap_or("").to_ascii_lowercase();
+    if !["success", "failure", "partial"].contains(&outcome.as_str()) {
+        return Err(ws.tool_error("invalid_outcome", &[("outcome", &outcome)]).into());
+    }
+    let err = |e: &dyn std::fmt::Display| -> ToolError {
+        ws.tool_error("outcome_failed", &[("error", &e.to_string())]).into()
+    };
+    let store = SessionStore::open(ws.repo.root()).map_err(|e| err(&e))?;
+    let facts = match store.active().map_err(|e| err(&e))? {
+        Some(stored) => Some(SessionFacts::of(&stored.checkpoint.orchestrator_state)),
+        None => store
+            .history(1)
+            .map_err(|e| err(&e))?
+            .into_iter()
+            .next()
+            .and_then(|v| serde_json::from_value::<SessionFacts>(v).ok()),
+    };
+    let Some(facts) = facts.filter(|f| !f.session_id.is_empty()) else {
+        return Err(ws.tool_error("no_session_for_outcome", &[]).into());
+    };
+    let now = chrono::Utc::now().to_rfc3339();
+    let map_entry = if outcome == "success" {
+        let entry = learning::entry_for(&facts, |file, line| symbol_at(ws, file, line), &now);
+        MapStore::open(ws.repo.root()).and_then(|m| m.add(&entry)).map_err(|e| err(&e))?;
+        Some(entry)
+    } else {
+        None
+    };
+    let record = serde_json::json!({
+        "outcome": outcome,
+        "session_id": facts.session_id,
+        "query": facts.query,
+        "note": params.note.as_deref().unwrap_or(""),
+        "target_feature": facts.learned.target_feature,
+        "evidence": facts.evidence,
+        "map_entry": map_entry.as_ref().map(|e| e.id.clone()),
+        "recorded_at": now,
+    });
+    let repo = gix::open(ws.repo.root()).map_err(|e| err(&e))?;
+    let message = format!("outcome {outcome} for session {}", facts.session_id);
+    let logged = crate::gitlog::append(&repo, crate::gitlog::OUTCOME_LOG, &record, &message).map_err(|e| err(&e))?;
+    Ok(RecordOutcomeOutput {
+        outcome,
+        session_id: facts.session_id,
+        query: facts.query,
+        logged: logged.to_string(),
+        map_entry,
+    })
+}
+
+/// The innermost definition enclosing `file:line`, as `scope.name`.
+fn symbol_at(ws: &Workspace, file: &str, line: usize) -> Option<String> {
+    ws.with_index(|index, _| {
+        let f = index.file(file)?;
+        let line = line as u32;
+        let s = f
+            .syntax
+            .symbols
+            .iter()
+            .filter(|s| s.line <= line && line <= s.end_line)
+            .min_by_key(|s| s.end_line - s.line)?;
+        Some(match &s.scope {
+            Some(scope) => format!("{scope}.{}", s.name),
+            None => s.name.clone(),
+        })
+    })
+}
