@@ -20,7 +20,12 @@ const TOOLS: &[&str] = &[
     "get_function_at_line",
     "analyze_impact",
     "query",
+    "semantic_search",
+    "fetch_chunk_detail",
 ];
+
+/// Tools that write (derived index files, or refs/code-intel/*): tests/semantic.rs drives them.
+const WRITING_TOOLS: &[&str] = &["sync_index", "record_outcome"];
 
 /// The workflow tools (tests/mcp_workflow.rs drives them).
 const SESSION_TOOLS: &[&str] = &[
@@ -70,12 +75,18 @@ async fn lists_every_tool_with_schemas_and_read_only_hint() {
     names.sort();
     let mut expected = TOOLS.to_vec();
     expected.extend(SESSION_TOOLS);
+    expected.extend(WRITING_TOOLS);
     expected.sort();
     assert_eq!(names, expected);
     for tool in tools.iter().filter(|t| TOOLS.contains(&t.name.as_ref())) {
         assert!(tool.output_schema.is_some(), "{} has no outputSchema", tool.name);
         let hint = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
         assert_eq!(hint, Some(true), "{} lacks readOnlyHint", tool.name);
+    }
+    for tool in tools.iter().filter(|t| WRITING_TOOLS.contains(&t.name.as_ref())) {
+        assert!(tool.output_schema.is_some(), "{} has no outputSchema", tool.name);
+        let hint = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
+        assert_ne!(hint, Some(true), "{} writes, it is not read-only", tool.name);
     }
     let search = tools.iter().find(|t| t.name == "search_text").unwrap();
     let props = search.input_schema.get("properties").and_then(Value::as_object).unwrap();

@@ -251,8 +251,33 @@ async fn gate_full_runs_every_phase() {
     start(&client, "IMPLEMENT", json!({"gate_level": "f", "quick": true, "only_explore": true})).await;
     front(&client).await;
     explore(&client).await;
-    // SEMANTIC needs semantic_search, which this build does not offer: the server goes on to Q2.
+    // Full runs SEMANTIC although Q1 said no; it requires a real semantic_search call.
     let r = submit(&client, json!({"needs_more_information": false, "reason": "exploration found the code", "tools_used": [], "summary": "q1"})).await;
+    assert_eq!(r["phase"], "SEMANTIC", "{r}");
+    let r = reject(
+        &client,
+        json!({"search_query": "token refresh", "search_results": ["src/auth.py#Session.refresh#1"], "tools_used": ["semantic_search"], "summary": "s"}),
+        "payload_mismatch",
+    )
+    .await;
+    assert!(r["message"].as_str().unwrap().contains("semantic_search"), "{r}");
+    let found = ok(&client, "semantic_search", json!({"query": "refresh the session token", "n_results": 3})).await;
+    let hit = found["forest_hits"][0]["chunk_id"].as_str().unwrap().to_owned();
+    assert!(hit.starts_with("src/auth.py#"), "{found}");
+    let detail = ok(&client, "fetch_chunk_detail", json!({"chunk_id": hit})).await;
+    assert!(detail["text"].as_str().unwrap().contains("def "), "{detail}");
+    reject(
+        &client,
+        json!({"search_query": "token refresh", "search_results": [], "tools_used": ["semantic_search"], "summary": "s"}),
+        "payload_mismatch",
+    )
+    .await;
+    let r = submit(
+        &client,
+        json!({"search_query": "refresh the session token", "search_results": [hit],
+               "tools_used": ["semantic_search", "fetch_chunk_detail"], "summary": "refresh lives in auth.py"}),
+    )
+    .await;
     assert_eq!(r["phase"], "Q2");
     let r = submit(&client, json!({"has_unverified_hypotheses": false, "reason": "nothing left unverified", "tools_used": [], "summary": "q2"})).await;
     assert_eq!(r["phase"], "VERIFICATION", "full runs VERIFICATION although Q2 said no");

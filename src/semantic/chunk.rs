@@ -58,8 +58,9 @@ pub fn chunk_file(rel: &str, source: &str, syntax: Option<(Lang, &FileSyntax)>, 
             // Functions and methods first: they are chunks of their own.
             for (i, s) in syn.symbols.iter().enumerate() {
                 if s.kind.is_callable() {
-                    pieces.push((s.line, s.end_line, path_of(i), s.kind.name().into(), s.signature.clone()));
-                    for l in s.line..=s.end_line.min(lines.len() as u32) {
+                    let start = with_leading_comments(&lines, &covered, s.line);
+                    pieces.push((start, s.end_line, path_of(i), s.kind.name().into(), s.signature.clone()));
+                    for l in start..=s.end_line.min(lines.len() as u32) {
                         covered[l as usize] = true;
                     }
                 }
@@ -70,7 +71,14 @@ pub fn chunk_file(rel: &str, source: &str, syntax: Option<(Lang, &FileSyntax)>, 
                 if !classy || s.parent.is_some_and(|p| syn.symbols[p as usize].kind.is_callable()) {
                     continue;
                 }
-                for (a, b) in uncovered_runs(&covered, s.line, s.end_line.min(lines.len() as u32)) {
+                let runs = uncovered_runs(&covered, s.line, s.end_line.min(lines.len() as u32));
+                let whole = runs.len() == 1 && runs[0] == (s.line, s.end_line.min(lines.len() as u32));
+                for (a, b) in runs {
+                    // A shell left around methods (`impl Circle {` … `}`) says nothing the
+                    // methods' headers do not; it would only add noise to the rankings.
+                    if !whole && meaningful_lines(&lines, a, b) <= 1 {
+                        continue;
+                    }
                     pieces.push((a, b, path_of(i), s.kind.name().into(), s.signature.clone()));
                 }
                 for l in s.line..=s.end_line.min(lines.len() as u32) {
@@ -89,7 +97,7 @@ pub fn chunk_file(rel: &str, source: &str, syntax: Option<(Lang, &FileSyntax)>, 
     for (start, end, symbol, kind, signature) in pieces {
         for (a, b) in split(&lines, start, end, max_tokens) {
             let text = lines[(a - 1) as usize..b as usize].join("\n");
-            if text.trim().is_empty() {
+            if !text.chars().any(char::is_alphanumeric) {
                 continue;
             }
             let n = seen.entry(symbol.clone()).or_insert(0);
@@ -109,6 +117,26 @@ pub fn chunk_file(rel: &str, source: &str, syntax: Option<(Lang, &FileSyntax)>, 
         }
     }
     out
+}
+
+/// The first line of the doc comments and attributes right above `line` (`///`, `//`, `#`,
+/// `/** … */`, `#[…]`, `@decorator`), so a function's chunk carries its documentation.
+fn with_leading_comments(lines: &[&str], covered: &[bool], line: u32) -> u32 {
+    let mut start = line;
+    while start > 1 && !covered.get((start - 1) as usize).copied().unwrap_or(true) {
+        let above = lines[(start - 2) as usize].trim_start();
+        let comment = ["//", "#", "/*", "*", "@", "--"].iter().any(|p| above.starts_with(p));
+        if !comment || above.is_empty() {
+            break;
+        }
+        start -= 1;
+    }
+    start
+}
+
+/// Lines in `from..=to` with a letter or digit (not only brackets and blanks).
+fn meaningful_lines(lines: &[&str], from: u32, to: u32) -> usize {
+    (from..=to).filter(|&l| lines.get((l - 1) as usize).is_some_and(|t| t.chars().any(char::is_alphanumeric))).count()
 }
 
 /// Runs of lines in `from..=to` not yet covered, trimmed of blank edges by the caller's filter.

@@ -26,6 +26,17 @@ pub fn forest_dir(root: &Path) -> PathBuf {
     root.join(FOREST_DIR)
 }
 
+/// Creates `dir` with a `.gitignore` that ignores everything in it, before anything else is
+/// written there, so git never sees the derived files, not even half-way through a sync.
+pub fn ensure_ignored_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(&ignore, "# Derived data of git-code-intel; rebuilt on demand.\n*\n")?;
+    }
+    Ok(())
+}
+
 /// One file as the Forest last saw it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileEntry {
@@ -279,11 +290,7 @@ impl Forest {
     /// crash between the two leaves files that disagree, which `load` detects.
     pub fn save(&self, root: &Path) -> std::io::Result<()> {
         let dir = forest_dir(root);
-        std::fs::create_dir_all(&dir)?;
-        let ignore = dir.join(".gitignore");
-        if !ignore.exists() {
-            std::fs::write(&ignore, "# Derived data of git-code-intel; rebuilt on demand.\n*\n")?;
-        }
+        ensure_ignored_dir(&dir)?;
         self.vectors.write(&dir.join(VECTORS)).map_err(std::io::Error::other)?;
         let mut chunks: Vec<(u64, &StoredChunk)> = self.chunks.iter().map(|(id, c)| (*id, c)).collect();
         chunks.sort_unstable_by_key(|(id, _)| *id);

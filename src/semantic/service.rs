@@ -3,7 +3,7 @@
 //!
 //! Freshness: a search starts a background sync when the Forest was never synced, when the
 //! symbol index saw files change since the last sync, or when the last sync is older than
-//! `sync_ttl_hours`. It waits for that sync up to [`SYNC_WAIT`]; a sync still running after
+//! `sync_ttl_hours`. It waits for that sync up to [`sync_wait`]; a sync still running after
 //! that gives partial results, marked as such.
 
 use std::path::{Path, PathBuf};
@@ -20,8 +20,14 @@ use super::vectors::VectorIndex;
 use crate::config::Config;
 use crate::repo::Repo;
 
-/// How long a search waits for a sync it started before answering with partial results.
-pub const SYNC_WAIT: Duration = Duration::from_secs(5);
+/// How long a search waits for a running sync before answering with partial results
+/// (`CODE_INTEL_SYNC_WAIT_MS` overrides it).
+pub fn sync_wait() -> Duration {
+    std::env::var("CODE_INTEL_SYNC_WAIT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(5), Duration::from_millis)
+}
 
 /// The model, ready: the embedder and what its vectors are stored with.
 pub struct Loaded {

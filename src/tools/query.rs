@@ -145,6 +145,7 @@ pub fn query(ws: &Workspace, params: QueryParams) -> ToolResult<QueryOutput> {
             CallResult { tool: call.tool.clone(), arguments: call.arguments.clone(), output, is_error, truncated }
         })
         .collect();
+    log_decision(ws, question.as_deref(), &intent, &plan, &results);
     Ok(QueryOutput {
         question,
         intent,
@@ -299,4 +300,24 @@ fn fit(mut output: Value, budget: usize) -> (Value, bool) {
         }
     }
     (output, true)
+}
+
+/// Appends the plan to the DecisionLog (`refs/code-intel/logs/decisions`): what was asked, which
+/// tools the planner chose and why, and which of them failed. A failure to log is a warning;
+/// it never fails the query.
+fn log_decision(ws: &Workspace, question: Option<&str>, intent: &str, plan: &[PlannedCall], results: &[CallResult]) {
+    let record = json!({
+        "question": question.unwrap_or(""),
+        "intent": intent,
+        "plan": plan,
+        "failed_tools": results.iter().filter(|r| r.is_error).map(|r| r.tool.as_str()).collect::<Vec<_>>(),
+        "recorded_at": chrono::Utc::now().to_rfc3339(),
+    });
+    let logged = gix::open(ws.repo.root()).map_err(|e| e.to_string()).and_then(|repo| {
+        crate::gitlog::append(&repo, crate::gitlog::DECISION_LOG, &record, &format!("query plan ({intent})"))
+            .map_err(|e| e.to_string())
+    });
+    if let Err(e) = logged {
+        tracing::warn!("could not append to the DecisionLog: {e}");
+    }
 }

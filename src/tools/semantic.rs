@@ -12,7 +12,7 @@ use crate::gitstore::SessionStore;
 use crate::semantic::forest::ForestHit;
 use crate::semantic::learning::{self, SessionFacts};
 use crate::semantic::map::{MapEntry, MapStore};
-use crate::semantic::service::{MapHit, SYNC_WAIT};
+use crate::semantic::service::{MapHit, sync_wait};
 use crate::semantic::sync::SyncReport;
 
 /// A Map hit at or above this score answers the query: the Forest is skipped.
@@ -154,7 +154,7 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
     if sem.needs_sync(&ws.config, generation) {
         sem.start_sync(ws.repo.clone(), ws.config.clone(), generation);
     }
-    if !sem.wait_for_sync(SYNC_WAIT) {
+    if !sem.wait_for_sync(sync_wait()) {
         out.partial = true;
         out.sync = Some(SyncProgress {
             chunks_done: sem.progress.done.load(Ordering::Relaxed),

@@ -16,8 +16,16 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_git-code-intel");
 pub type Client = RunningService<RoleClient, ()>;
 
 pub async fn connect(root: &Path) -> Client {
+    connect_with_env(root, &[]).await
+}
+
+/// A server with extra environment variables.
+pub async fn connect_with_env(root: &Path, env: &[(&str, &str)]) -> Client {
     let mut cmd = Command::new(BIN);
     cmd.arg("serve").current_dir(root).env("CODE_INTEL_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     let transport = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn server").0;
     ().serve(transport).await.expect("initialize")
 }

@@ -1,0 +1,369 @@
+//! The Forest and the Map end to end, with the real model (all-MiniLM-L6-v2 through fastembed),
+//! real faiss and real git: the server is the real binary over MCP stdio.
+//!
+//! Needs `eval "$(bash scripts/model.sh)"` (scripts/test.sh does it).
+
+mod common;
+
+use std::path::Path;
+
+use common::git;
+use common::mcp_client::{BIN, Client, call, connect, connect_with_env, structured};
+use serde_json::{Value, json};
+
+const BILLING: &str = r#""""Invoices."""
+
+
+def invoice_total(lines, tax_rate):
+    """Sum the line amounts of an invoice and add sales tax."""
+    subtotal = sum(line.amount * line.quantity for line in lines)
+    return round(subtotal * (1 + tax_rate), 2)
+
+
+def apply_discount(total, percent):
+    """Take a percentage off a total price."""
+    return total * (100 - percent) / 100
+"#;
+
+const MAILER: &str = r#""""Outgoing mail."""
+import smtplib
+
+
+def send_welcome_email(address, name):
+    """Send the welcome message to a user who just signed up."""
+    with smtplib.SMTP("localhost") as smtp:
+        smtp.sendmail("noreply@example.com", [address], f"Welcome, {name}!")
+"#;
+
+const GEOMETRY: &str = r#"//! Shapes.
+
+pub struct Circle {
+    pub radius: f64,
+}
+
+impl Circle {
+    /// The area enclosed by the circle.
+    pub fn area(&self) -> f64 {
+        std::f64::consts::PI * self.radius * self.radius
+    }
+}
+
+/// Distance between two points in the plane.
+pub fn euclidean_distance(a: (f64, f64), b: (f64, f64)) -> f64 {
+    ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt()
+}
+"#;
+
+const QUERY: &str = "Make login() refresh the Session token before it expires";
+const PARAPHRASE: &str = "Refresh the session token in login() before it expires";
+
+/// The project fixture plus billing, mail and geometry code, committed on `main`.
+fn repo() -> tempfile::TempDir {
+    let dir = common::fixture_repo("project");
+    let root = dir.path();
+    std::fs::write(root.join("src/billing.py"), BILLING).unwrap();
+    std::fs::write(root.join("src/mailer.py"), MAILER).unwrap();
+    std::fs::write(root.join("src/geometry.rs"), GEOMETRY).unwrap();
+    git(root, &["checkout", "-q", "-b", "main"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "initial"]);
+    dir
+}
+
+async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
+    structured(&r)
+}
+
+async fn err(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_eq!(r.is_error, Some(true), "{tool} should fail: {:?}", r.structured_content);
+    structured(&r)
+}
+
+async fn submit(client: &Client, data: Value) -> Value {
+    ok(client, "submit_phase", json!({"data": data})).await
+}
+
+async fn forest(client: &Client, query: &str) -> Vec<Value> {
+    let r = ok(client, "semantic_search", json!({"query": query, "collection": "forest", "n_results": 5})).await;
+    assert_eq!(r["partial"], false, "{r}");
+    r["forest_hits"].as_array().unwrap().clone()
+}
+
+fn ids(hits: &[Value]) -> Vec<String> {
+    hits.iter().map(|h| h["chunk_id"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forest_follows_edits_and_deletes_and_rebuild_gives_the_same_results() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    let report = ok(&client, "sync_index", json!({})).await;
+    assert!(report["chunks"].as_u64().unwrap() >= 8, "{report}");
+
+    // Natural language finds the right code; hits carry id, file, lines, symbol, score, snippet.
+    let hits = forest(&client, "compute the invoice total including sales tax").await;
+    let top = &hits[0];
+    assert_eq!(top["file"], "src/billing.py", "{hits:?}");
+    assert_eq!(top["symbol"], "invoice_total");
+    assert_eq!(top["start_line"], 4);
+    assert!(top["score"].as_f64().unwrap() > 0.0 && top["snippet"].as_str().unwrap().contains("def invoice_total"));
+    let old_id = top["chunk_id"].as_str().unwrap().to_owned();
+    let detail = ok(&client, "fetch_chunk_detail", json!({"chunk_id": old_id})).await;
+    assert!(detail["text"].as_str().unwrap().contains("round(subtotal * (1 + tax_rate), 2)"), "{detail}");
+    assert_eq!((detail["start_line"].as_u64(), detail["end_line"].as_u64()), (Some(4), Some(7)));
+    assert_eq!(forest(&client, "send a welcome email to a new user").await[0]["file"], "src/mailer.py");
+    assert_eq!(forest(&client, "area of a circle").await[0]["symbol"], "Circle::area");
+
+    // An exact identifier ranks its definition first.
+    let hits = forest(&client, "apply_discount").await;
+    assert_eq!(hits[0]["symbol"], "apply_discount", "{hits:?}");
+
+    // A modified file: its old chunks no longer come back. (The search syncs on its own.)
+    let changed = BILLING.replace("def invoice_total(lines, tax_rate):", "def shipping_cost(parcels, zone):").replace(
+        "    subtotal = sum(line.amount * line.quantity for line in lines)\n    return round(subtotal * (1 + tax_rate), 2)",
+        "    return sum(p.weight for p in parcels) * zone.rate_per_kg",
+    );
+    std::fs::write(root.join("src/billing.py"), changed).unwrap();
+    let hits = forest(&client, "invoice_total").await;
+    assert!(hits.iter().all(|h| !h["snippet"].as_str().unwrap().contains("def invoice_total")), "{hits:?}");
+    assert!(!ids(&hits).contains(&old_id));
+    assert_eq!(err(&client, "fetch_chunk_detail", json!({"chunk_id": old_id})).await["error"], "chunk_not_found");
+    assert_eq!(forest(&client, "shipping_cost").await[0]["symbol"], "shipping_cost");
+
+    // A deleted file is gone from the results.
+    std::fs::remove_file(root.join("src/mailer.py")).unwrap();
+    let report = ok(&client, "sync_index", json!({})).await;
+    assert_eq!(report["files_removed"], 1, "{report}");
+    for q in ["send a welcome email to a new user", "smtplib sendmail"] {
+        assert!(forest(&client, q).await.iter().all(|h| h["file"] != "src/mailer.py"), "{q}");
+    }
+
+    // --rebuild embeds nothing that was embedded before and gives identical results.
+    let queries = ["shipping cost by weight", "Circle area", "distance between two points", "login"];
+    let mut before = Vec::new();
+    for q in queries {
+        before.push(forest(&client, q).await);
+    }
+    let report = ok(&client, "sync_index", json!({"force": true})).await;
+    assert_eq!(report["rebuilt"], true);
+    assert_eq!(report["embedded"], 0, "every chunk comes from the embedding cache: {report}");
+    for (q, b) in queries.iter().zip(&before) {
+        let after = forest(&client, q).await;
+        assert_eq!(ids(&after), ids(b), "{q}");
+        for (x, y) in after.iter().zip(b) {
+            assert!((x["score"].as_f64().unwrap() - y["score"].as_f64().unwrap()).abs() < 1e-6);
+        }
+    }
+    // The work tree holds no new tracked or untracked files: the Forest lives in git-ignored .code-intel/.
+    let status = git(root, &["status", "--porcelain"]);
+    assert!(!status.contains(".code-intel"), "{status}");
+    client.cancel().await.unwrap();
+
+    // A restarted server loads the saved Forest and answers the same.
+    let client = connect(root).await;
+    let again = forest(&client, queries[1]).await;
+    assert_eq!(ids(&again), ids(&before[1]));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_index_is_rebuilt_not_trusted() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    ok(&client, "sync_index", json!({})).await;
+    let before = forest(&client, "area of a circle").await;
+    client.cancel().await.unwrap();
+    std::fs::write(root.join(".code-intel/forest/vectors.faiss"), b"garbage").unwrap();
+    let client = connect(root).await;
+    let after = forest(&client, "area of a circle").await;
+    assert_eq!(ids(&after), ids(&before));
+    client.cancel().await.unwrap();
+}
+
+/// A quick session that implements refresh_token with evidence and ends (no verify).
+async fn successful_session(client: &Client, root: &Path) {
+    ok(client, "start_session", json!({"intent": "MODIFY", "query": QUERY, "quick": true, "no_verify": true})).await;
+    submit(client, json!({"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "docs read"})).await;
+    submit(
+        client,
+        json!({"action_type": "modify", "target_symbols": ["login"], "scope": "src/auth.py", "constraints": "",
+               "slots": {"target_feature": "session token refresh in login"}, "tools_used": [], "summary": "frame"}),
+    )
+    .await;
+    submit(
+        client,
+        json!({"tasks": [{"id": "t1", "description": "add refresh_token", "status": "pending",
+                          "checklist": [{"item": "refresh_token in auth.py", "status": "pending"}]}],
+               "tools_used": [], "summary": "plan"}),
+    )
+    .await;
+    ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    ok(client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let start = text.lines().count() + 3;
+    text.push_str(
+        "\n\ndef refresh_token(session):\n    session.token = issue_token(session.user)\n    return session.token\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    submit(
+        client,
+        json!({"task_id": "t1", "checklist": [{"item": "refresh_token in auth.py", "status": "done",
+               "evidence": format!("src/auth.py:{start}-{}", start + 2)}], "tools_used": ["check_write_target"], "summary": "done"}),
+    )
+    .await;
+    let r = submit(client, json!({"summary": "all tasks done"})).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_success_answers_a_paraphrase_from_the_map_and_travels_with_the_refs() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    // Before any success the Map is empty: auto falls through to the Forest.
+    let r = ok(&client, "semantic_search", json!({"query": PARAPHRASE})).await;
+    assert_eq!((r["skip_forest"].as_bool(), r["map_hits"].as_array().map(Vec::len)), (Some(false), Some(0)));
+    assert!(!r["forest_hits"].as_array().unwrap().is_empty());
+
+    successful_session(&client, root).await;
+    assert_eq!(err(&client, "record_outcome", json!({"outcome": "great"})).await["error"], "invalid_outcome");
+    let r = ok(&client, "record_outcome", json!({"outcome": "success", "note": "tests pass"})).await;
+    let entry = &r["map_entry"];
+    assert_eq!(entry["query"], QUERY);
+    assert_eq!(entry["target_feature"], "session token refresh in login");
+    assert_eq!(entry["files"], json!(["src/auth.py"]));
+    let symbols: Vec<&str> = entry["symbols"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(symbols.contains(&"login") && symbols.contains(&"refresh_token"), "{symbols:?}");
+    let log = git(root, &["show", "refs/code-intel/logs/outcomes:record.json"]);
+    assert!(log.contains("\"outcome\": \"success\"") && log.contains("tests pass"), "{log}");
+    let map_json = git(root, &["show", &format!("refs/code-intel/map:{}.json", entry["id"].as_str().unwrap())]);
+    assert!(map_json.contains(QUERY), "{map_json}");
+
+    // The paraphrase is answered by the Map: skip_forest, no Forest search.
+    let r = ok(&client, "semantic_search", json!({"query": PARAPHRASE})).await;
+    assert_eq!(r["skip_forest"], true, "{r}");
+    assert_eq!(r["map_hits"][0]["id"], entry["id"]);
+    let score = r["map_hits"][0]["score"].as_f64().unwrap();
+    assert!(score >= 0.7, "{score}");
+    assert_eq!(r["forest_hits"], json!([]));
+    // An unrelated query still goes to the Forest.
+    let r = ok(&client, "semantic_search", json!({"query": "area of a circle"})).await;
+    assert_eq!(r["skip_forest"], false);
+    assert_eq!(r["forest_hits"][0]["symbol"], "Circle::area");
+    // A failure is logged, and teaches the Map nothing.
+    let r = ok(&client, "record_outcome", json!({"outcome": "failure"})).await;
+    assert_eq!(r["map_entry"], Value::Null);
+    assert_eq!(git(root, &["rev-list", "--count", "refs/code-intel/logs/outcomes"]), "2");
+    assert_eq!(git(root, &["ls-tree", "--name-only", "refs/code-intel/map"]).lines().count(), 1);
+    client.cancel().await.unwrap();
+
+    // A fresh clone that fetched refs/code-intel/* gets the same Map hits.
+    let clone = tempfile::tempdir().unwrap();
+    let clone_root = clone.path().join("c");
+    git(clone.path(), &["clone", "-q", root.to_str().unwrap(), "c"]);
+    git(&clone_root, &["fetch", "-q", "origin", "refs/code-intel/*:refs/code-intel/*"]);
+    let client = connect(&clone_root).await;
+    let r = ok(&client, "semantic_search", json!({"query": PARAPHRASE, "collection": "map"})).await;
+    assert_eq!(r["map_hits"][0]["id"], entry["id"]);
+    assert!((r["map_hits"][0]["score"].as_f64().unwrap() - score).abs() < 1e-5);
+    client.cancel().await.unwrap();
+
+    // `git code-intel map` lists and removes entries.
+    let list =
+        std::process::Command::new(BIN).args(["map", "list", "--json"]).current_dir(&clone_root).output().unwrap();
+    let list: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(list[0]["id"], entry["id"]);
+    let id = entry["id"].as_str().unwrap();
+    let removed =
+        std::process::Command::new(BIN).args(["map", "remove", id]).current_dir(&clone_root).output().unwrap();
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    let client = connect(&clone_root).await;
+    let r = ok(&client, "semantic_search", json!({"query": PARAPHRASE})).await;
+    assert_eq!(r["skip_forest"], false);
+    assert_eq!(r["map_hits"], json!([]));
+    client.cancel().await.unwrap();
+    let fsck = std::process::Command::new("git").args(["fsck", "--strict"]).current_dir(&clone_root).output().unwrap();
+    assert!(fsck.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_plans_go_to_the_decision_log() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    ok(&client, "query", json!({"question": "where is login defined?", "symbol": "login"})).await;
+    let record: Value =
+        serde_json::from_str(&git(root, &["show", "refs/code-intel/logs/decisions:record.json"])).unwrap();
+    assert_eq!(record["question"], "where is login defined?");
+    assert!(record["plan"].as_array().unwrap().iter().any(|c| c["tool"] == "find_definitions"), "{record}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_during_a_long_sync_are_marked_partial() {
+    let repo = repo();
+    let root = repo.path();
+    // Enough new code that the first sync takes a while.
+    for i in 0..60 {
+        let body: String = (0..6)
+            .map(|j| {
+                format!("def handler_{i}_{j}(request):\n    return respond(request, status={})\n\n\n", 200 + i * 6 + j)
+            })
+            .collect();
+        std::fs::write(root.join(format!("src/generated_{i}.py")), body).unwrap();
+    }
+    let client = connect_with_env(root, &[("CODE_INTEL_SYNC_WAIT_MS", "0")]).await;
+    let r = ok(&client, "semantic_search", json!({"query": "area of a circle", "collection": "forest"})).await;
+    assert_eq!(r["partial"], true, "{r}");
+    assert!(r["sync"]["chunks_done"].as_u64().is_some(), "{r}");
+    assert!(r["note"].as_str().unwrap().contains("syncing"));
+    // sync_index waits for the running sync; afterwards results are complete.
+    ok(&client, "sync_index", json!({})).await;
+    let r = ok(&client, "semantic_search", json!({"query": "area of a circle", "collection": "forest"})).await;
+    assert_eq!(r["partial"], false, "{r}");
+    assert_eq!(r["forest_hits"][0]["symbol"], "Circle::area");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_model_semantic_search_says_so_and_the_rest_works() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect_with_env(root, &[("CODE_INTEL_MODEL_DIR", "/nonexistent/model")]).await;
+    for (tool, args) in [
+        ("semantic_search", json!({"query": "invoice total"})),
+        ("fetch_chunk_detail", json!({"chunk_id": "src/billing.py#invoice_total#1"})),
+        ("sync_index", json!({})),
+    ] {
+        let r = err(&client, tool, args).await;
+        assert_eq!(r["error"], "semantic_unavailable", "{tool}: {r}");
+        assert!(r["message"].as_str().unwrap().contains("scripts/model.sh"), "{r}");
+    }
+    let r = ok(&client, "search_text", json!({"pattern": "invoice_total"})).await;
+    assert!(r["total_matches"].as_u64().unwrap_or(0) >= 1 || r.to_string().contains("billing.py"), "{r}");
+    // The workflow skips SEMANTIC when semantic search is not available.
+    ok(&client, "start_session", json!({"intent": "INVESTIGATE", "query": "How are invoices totalled?"})).await;
+    submit(&client, json!({"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "docs"})).await;
+    submit(&client, json!({"action_type": "investigate", "target_symbols": ["invoice_total"], "tools_used": [], "summary": "frame"})).await;
+    ok(&client, "find_definitions", json!({"symbol": "invoice_total"})).await;
+    ok(&client, "search_text", json!({"pattern": "tax_rate"})).await;
+    submit(
+        &client,
+        json!({"explored_files": ["src/billing.py"], "findings": ["invoice_total in billing.py"],
+               "tools_used": ["find_definitions", "search_text"], "summary": "found"}),
+    )
+    .await;
+    let r = submit(
+        &client,
+        json!({"needs_more_information": true, "reason": "want related code", "tools_used": [], "summary": "q1"}),
+    )
+    .await;
+    assert_eq!(r["phase"], "Q2", "{r}");
+    client.cancel().await.unwrap();
+}
