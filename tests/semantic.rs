@@ -128,7 +128,16 @@ async fn forest_follows_edits_and_deletes_and_rebuild_gives_the_same_results() {
         "    return sum(p.weight for p in parcels) * zone.rate_per_kg",
     );
     std::fs::write(root.join("src/billing.py"), changed).unwrap();
-    let hits = forest(&client, "invoice_total").await;
+    // The search syncs on its own once the file watcher has seen the change (it may lag the
+    // write by a few milliseconds, so poll briefly).
+    let mut hits = forest(&client, "invoice_total").await;
+    for _ in 0..50 {
+        if !ids(&hits).contains(&old_id) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        hits = forest(&client, "invoice_total").await;
+    }
     assert!(hits.iter().all(|h| !h["snippet"].as_str().unwrap().contains("def invoice_total")), "{hits:?}");
     assert!(!ids(&hits).contains(&old_id));
     assert_eq!(err(&client, "fetch_chunk_detail", json!({"chunk_id": old_id})).await["error"], "chunk_not_found");
