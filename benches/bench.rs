@@ -5,7 +5,13 @@
 //! - search_text (CLI) vs `rg` on the same patterns, median wall time of 5 runs;
 //! - a cold symbol-index build vs `ctags -R`, and symbols per second;
 //! - find_definitions / find_references on the warm in-process index, p50 and p95;
-//! - process spawn to the MCP `initialize` reply.
+//! - process spawn to the MCP `initialize` reply;
+//! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]).
+//!
+//! `code-intel-bench <binary> <corpus> semantic` runs only the semantic part.
+
+#[path = "semantic.rs"]
+mod semantic;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -52,6 +58,10 @@ fn main() {
     std::fs::create_dir_all(&out).unwrap();
 
     println!("corpus: {}", corpus.display());
+    if args.get(3).map(String::as_str) == Some("semantic") {
+        semantic::run(&corpus);
+        return;
+    }
     println!("\n## search_text vs rg (median of 5, output written to a file)");
     let mut ratios = Vec::new();
     for p in PATTERNS {
@@ -83,7 +93,7 @@ fn main() {
     let output = Command::new(&bin)
         .arg("--repo")
         .arg(&corpus)
-        .args(["--json", "index", "--rebuild"])
+        .args(["--json", "index", "--rebuild", "--symbols-only"])
         .stderr(Stdio::null())
         .output()
         .unwrap();
@@ -143,6 +153,8 @@ fn main() {
     let small = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut spawns: Vec<Duration> = (0..20).map(|_| spawn_to_initialize(&bin, small)).collect();
     println!("p50 {:.1} ms (target < 30 ms)", ms(pct(&mut spawns, 50)));
+
+    semantic::run(&corpus);
 }
 
 /// review_changes, the PRE_COMMIT commit and the MERGE on a 20k-file repository, against the git

@@ -73,6 +73,9 @@ pub enum Command {
         /// Re-parse every file and rebuild the Forest from nothing (cached embeddings are reused).
         #[arg(long)]
         rebuild: bool,
+        /// Only the symbol index: leave the Forest as it is.
+        #[arg(long)]
+        symbols_only: bool,
     },
     /// Semantic search: the Map of past successes first, then the Forest of code chunks.
     #[command(name = "semantic-search", visible_alias = "semantic_search")]
@@ -344,7 +347,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             }
             0
         }
-        Command::Index { rebuild } => index(ws, rebuild, json),
+        Command::Index { rebuild, symbols_only } => index(ws, rebuild, symbols_only, json),
         Command::SemanticSearch { query, collection, n_results, target_feature } => emit(
             tools::semantic::semantic_search(ws, SemanticSearchParams { query, collection, n_results, target_feature }),
             json,
@@ -464,7 +467,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
 
 /// `git code-intel index`: the symbol index, then the Forest (when a model is installed), with
 /// the Forest's progress on stderr.
-fn index(ws: &Workspace, rebuild: bool, json: bool) -> i32 {
+fn index(ws: &Workspace, rebuild: bool, symbols_only: bool, json: bool) -> i32 {
     use std::io::IsTerminal;
     let started = std::time::Instant::now();
     let stats = ws.index_now(rebuild);
@@ -496,6 +499,10 @@ fn index(ws: &Workspace, rebuild: bool, json: bool) -> i32 {
             }
         }
     };
+    if symbols_only {
+        out["seconds"] = serde_json::json!(started.elapsed().as_secs_f64());
+        return emit::<serde_json::Value>(Ok(out), json);
+    }
     let forest = if ws.semantic.available() {
         tools::semantic::sync_index_with(ws, SyncIndexParams { force: Some(rebuild) }, &progress)
     } else {
