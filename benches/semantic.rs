@@ -114,8 +114,11 @@ pub fn run(corpus: &Path) {
     let original = std::fs::read_to_string(&target).unwrap();
     let mut times = Vec::new();
     for i in 0..7 {
-        std::fs::write(&target, format!("{original}\n/// Bench edit {i}.\npub fn bench_edit_{i}() -> usize {{ {i} }}\n"))
-            .unwrap();
+        std::fs::write(
+            &target,
+            format!("{original}\n/// Bench edit {i}.\npub fn bench_edit_{i}() -> usize {{ {i} }}\n"),
+        )
+        .unwrap();
         let t = Instant::now();
         let r = semantic.sync_now(&repo, &config, false, 0, &|_, _| {}).unwrap();
         times.push(t.elapsed());
@@ -158,7 +161,8 @@ fn search_at_scale(corpus: &Path, semantic: &Semantic) {
         total += chunks.len();
         files.push((f.rel.clone(), chunks));
     }
-    let sample: Vec<String> = files.iter().flat_map(|(_, c)| c.iter()).take(REAL).map(|c| embedding_text(&c.chunk)).collect();
+    let sample: Vec<String> =
+        files.iter().flat_map(|(_, c)| c.iter()).take(REAL).map(|c| embedding_text(&c.chunk)).collect();
     let t = Instant::now();
     let real = loaded.embedder.embed(&sample).unwrap();
     println!("embedded {REAL} real chunks in {:.0} s", t.elapsed().as_secs_f64());

@@ -31,7 +31,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             version: "1.0".into(),
-            embedding_model: "multilingual-e5-small".into(),
+            embedding_model: "all-MiniLM-L6-v2".into(),
             source_dirs: Vec::new(),
             exclude_patterns: vec!["**/node_modules/**".into(), "**/__pycache__/**".into()],
             chunk_strategy: "ast".into(),

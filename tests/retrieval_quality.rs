@@ -22,7 +22,11 @@ const LABELLED: &[(&str, &str, &[&str])] = &[
     // Plain language.
     ("what fraction of two sequences matches, as a number from zero to one", "", &["ratio", "diff_ratio"]),
     ("how many unchanged lines to keep around each change in the unified output", "src/udiff.rs", &["context_radius"]),
-    ("dynamic programming table for the longest common subsequence", "src/algorithms/lcs.rs", &["make_table", "make_table_incremental"]),
+    (
+        "dynamic programming table for the longest common subsequence",
+        "src/algorithms/lcs.rs",
+        &["make_table", "make_table_incremental"],
+    ),
     ("binary search for the first position whose value is not smaller", "src/algorithms/hunt.rs", &["lower_bound"]),
     ("combine our edits and their edits against the common ancestor", "src/merge.rs", &["merge_lines", "from_lines"]),
     ("how many unresolved regions remain after merging", "src/merge.rs", &["conflict_count"]),
