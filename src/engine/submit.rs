@@ -37,6 +37,8 @@ pub const SESSION_TOOLS: &[&str] = &[
     "cleanup_stale_branches",
     "get_session_status",
     "start_session",
+    "sync_index",
+    "record_outcome",
 ];
 
 /// Whether `tool` is served by this server, so that its use can be checked.
