@@ -192,6 +192,14 @@ async fn a_corrupt_index_is_rebuilt_not_trusted() {
     let after = forest(&client, "area of a circle").await;
     assert_eq!(ids(&after), ids(&before));
     client.cancel().await.unwrap();
+    // A torn manifest (a process killed while writing it) is rebuilt too.
+    let manifest = root.join(".code-intel/forest/manifest.bin");
+    let bytes = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, &bytes[..bytes.len() / 2]).unwrap();
+    let client = connect(root).await;
+    let after = forest(&client, "area of a circle").await;
+    assert_eq!(ids(&after), ids(&before));
+    client.cancel().await.unwrap();
 }
 
 /// A quick session that implements refresh_token with evidence and ends (no verify).
@@ -375,4 +383,84 @@ async fn without_a_model_semantic_search_says_so_and_the_rest_works() {
     .await;
     assert_eq!(r["phase"], "Q2", "{r}");
     client.cancel().await.unwrap();
+}
+
+fn write_config(root: &Path, sync_on_start: bool, ttl_hours: f64) {
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    std::fs::write(
+        root.join(".code-intel/config.json"),
+        json!({"sync_on_start": sync_on_start, "sync_ttl_hours": ttl_hours}).to_string(),
+    )
+    .unwrap();
+}
+
+fn manifest_mtime(root: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(root.join(".code-intel/forest/manifest.bin")).and_then(|m| m.modified()).ok()
+}
+
+/// Waits up to 60 s for `f` to hold.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..600 {
+        if f() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_on_start_and_the_ttl_decide_when_a_server_syncs_by_itself() {
+    let repo = repo();
+    let root = repo.path();
+    // sync_on_start false: a server that is only asked for text search never builds the Forest.
+    write_config(root, false, 1.0);
+    let client = connect(root).await;
+    ok(&client, "search_text", json!({"pattern": "invoice"})).await;
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(manifest_mtime(root).is_none(), "no sync without sync_on_start");
+    client.cancel().await.unwrap();
+
+    // sync_on_start true: the server syncs in the background as it starts.
+    write_config(root, true, 1.0);
+    let client = connect(root).await;
+    eventually("the start-up sync", || manifest_mtime(root).is_some());
+    let first = manifest_mtime(root);
+    client.cancel().await.unwrap();
+
+    // Within sync_ttl_hours, a restart does not sync again ...
+    let client = connect(root).await;
+    ok(&client, "search_text", json!({"pattern": "invoice"})).await;
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(manifest_mtime(root), first, "a Forest younger than the TTL is not synced at start");
+    client.cancel().await.unwrap();
+
+    // ... past it (a TTL of 0), it does.
+    write_config(root, true, 0.0);
+    let client = connect(root).await;
+    eventually("the sync past the TTL", || manifest_mtime(root) != first);
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn index_command_builds_both_indexes_with_progress_and_rebuild_reuses_embeddings() {
+    let repo = repo();
+    let root = repo.path();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(BIN).args(args).current_dir(root).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (report, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (report, progress) = run(&["--json", "index"]);
+    assert!(report["symbols"].as_u64().unwrap() > 0, "{report}");
+    let chunks = report["forest"]["chunks"].as_u64().unwrap();
+    assert!(chunks > 5, "{report}");
+    assert!(progress.contains(&format!("forest: {chunks}/{chunks} chunks")), "{progress}");
+    let (report, _) = run(&["--json", "index", "--rebuild"]);
+    assert_eq!(report["forest"]["rebuilt"], true);
+    assert_eq!(report["forest"]["embedded"], 0, "{report}");
+    assert_eq!(report["forest"]["chunks"].as_u64(), Some(chunks));
+    let (report, _) = run(&["--json", "index", "--symbols-only"]);
+    assert!(report.get("forest").is_none(), "{report}");
 }

@@ -155,3 +155,56 @@ fn write_entries(repo: &gix::Repository, entries: &[MapEntry]) -> Result<ObjectI
     let tree = gix::objs::Tree { entries: tree_entries };
     Ok(repo.write_object(&tree).map_err(git)?.detach())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: usize) -> MapEntry {
+        MapEntry {
+            id: format!("e{i:02}"),
+            query: format!("query {i}"),
+            target_feature: String::new(),
+            symbols: vec![format!("f{i}")],
+            files: vec!["src/a.rs".into()],
+            session_id: "s".into(),
+            recorded_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn concurrent_writers_lose_nothing_and_remove_is_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("git").args(["init", "-q"]).current_dir(dir.path()).status().unwrap();
+        assert!(ok.success());
+        let root = dir.path().to_path_buf();
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let root = root.clone();
+                std::thread::spawn(move || {
+                    let store = MapStore::open(&root).unwrap();
+                    for i in 0..8 {
+                        store.add(&entry(w * 10 + i)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let store = MapStore::open(&root).unwrap();
+        let (tip, entries) = store.entries().unwrap();
+        assert!(tip.is_some());
+        assert_eq!(entries.len(), 16, "compare-and-swap retries keep every entry");
+        assert_eq!(store.remove(&["e03".into(), "nope".into()]).unwrap(), vec!["e03".to_owned()]);
+        let (_, entries) = store.entries().unwrap();
+        assert_eq!(entries.len(), 15);
+        assert!(entries.iter().all(|e| e.id != "e03"));
+        // Adding an entry again under its id replaces it.
+        let mut e = entry(1);
+        e.query = "changed".into();
+        store.add(&e).unwrap();
+        let (_, entries) = store.entries().unwrap();
+        assert_eq!(entries.iter().filter(|x| x.id == "e01").map(|x| x.query.as_str()).collect::<Vec<_>>(), ["changed"]);
+    }
+}
