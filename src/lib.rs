@@ -4,6 +4,7 @@ pub mod branches;
 pub mod cli;
 pub mod config;
 pub mod contract;
+pub mod derived;
 pub mod engine;
 pub mod garbage;
 pub mod gitlog;

@@ -4,7 +4,6 @@
 //! 32-byte blake3 checksum of everything before it. A file that fails any check is treated as
 //! absent, so a corrupt or outdated index is rebuilt, never trusted.
 
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::IndexedFile;
@@ -31,14 +30,7 @@ pub fn load(repo_root: &Path) -> Option<Vec<IndexedFile>> {
 }
 
 fn decode(bytes: &[u8]) -> Option<Vec<IndexedFile>> {
-    if bytes.len() < MAGIC.len() + 32 || &bytes[..MAGIC.len()] != MAGIC {
-        return None;
-    }
-    let (body, sum) = bytes.split_at(bytes.len() - 32);
-    if blake3::hash(body).as_bytes() != sum {
-        return None;
-    }
-    postcard::from_bytes(&body[MAGIC.len()..]).ok()
+    crate::derived::decode(bytes, MAGIC)
 }
 
 /// Writes the index atomically (temporary file, then rename) so a killed process never leaves a
@@ -48,46 +40,8 @@ fn decode(bytes: &[u8]) -> Option<Vec<IndexedFile>> {
 /// power cut leaves it torn the checksum rejects it and it is rebuilt.
 pub fn save(repo_root: &Path, files: &[IndexedFile]) -> std::io::Result<()> {
     let dir = index_dir(repo_root);
-    std::fs::create_dir_all(&dir)?;
-    let ignore = dir.join(".gitignore");
-    if !ignore.exists() {
-        std::fs::write(&ignore, "# Derived data of git-code-intel; rebuilt on demand.\n*\n")?;
-    }
-    let tmp = dir.join(format!("{INDEX_FILE}.tmp.{}", std::process::id()));
-    let written = write_to(&tmp, files);
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    std::fs::rename(&tmp, dir.join(INDEX_FILE))
-}
-
-fn write_to(path: &Path, files: &[IndexedFile]) -> std::io::Result<()> {
-    let file = std::fs::File::create(path)?;
-    let mut out = BufWriter::with_capacity(1 << 20, Checksummed { inner: file, hasher: blake3::Hasher::new() });
-    out.write_all(MAGIC)?;
-    let mut out = postcard::to_io(files, out).map_err(std::io::Error::other)?;
-    out.flush()?;
-    let Checksummed { mut inner, hasher } = out.into_inner().map_err(|e| e.into_error())?;
-    inner.write_all(hasher.finalize().as_bytes())
-}
-
-/// Passes bytes through to `inner`, hashing them on the way.
-struct Checksummed<W> {
-    inner: W,
-    hasher: blake3::Hasher,
-}
-
-impl<W: Write> Write for Checksummed<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
+    crate::derived::ensure_ignored_dir(&dir)?;
+    crate::derived::write(&dir.join(INDEX_FILE), MAGIC, files)
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ impl EmbeddingCache {
     /// Writes every vector held to `path`, through a temporary file and a rename.
     fn write_full(&mut self, path: &Path) -> std::io::Result<()> {
         if let Some(dir) = path.parent() {
-            super::forest::ensure_ignored_dir(dir)?;
+            crate::derived::ensure_ignored_dir(dir)?;
         }
         let tmp = path.with_extension("bin.tmp");
         let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);

@@ -6,7 +6,6 @@
 //! dimension); anything else is discarded and rebuilt from the embedding cache.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use foldhash::HashMap as FoldHashMap;
@@ -24,17 +23,6 @@ const MAGIC: &[u8; 8] = b"CIFOR001";
 
 pub fn forest_dir(root: &Path) -> PathBuf {
     root.join(FOREST_DIR)
-}
-
-/// Creates `dir` with a `.gitignore` that ignores everything in it, before anything else is
-/// written there, so git never sees the derived files, not even half-way through a sync.
-pub fn ensure_ignored_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let ignore = dir.join(".gitignore");
-    if !ignore.exists() {
-        std::fs::write(&ignore, "# Derived data of git-code-intel; rebuilt on demand.\n*\n")?;
-    }
-    Ok(())
 }
 
 /// One file as the Forest last saw it.
@@ -246,7 +234,7 @@ impl Forest {
     pub fn load(root: &Path, model: [u8; 32], dim: u32) -> Option<Forest> {
         let dir = forest_dir(root);
         let bytes = std::fs::read(dir.join(MANIFEST)).ok()?;
-        let manifest = decode(&bytes);
+        let manifest: Option<Manifest> = crate::derived::decode(&bytes, MAGIC);
         let Some(manifest) = manifest.filter(|m| m.model == model && m.dim == dim) else {
             tracing::warn!("{}: from another model or version, or corrupt; rebuilding", dir.display());
             return None;
@@ -290,7 +278,7 @@ impl Forest {
     /// crash between the two leaves files that disagree, which `load` detects.
     pub fn save(&self, root: &Path) -> std::io::Result<()> {
         let dir = forest_dir(root);
-        ensure_ignored_dir(&dir)?;
+        crate::derived::ensure_ignored_dir(&dir)?;
         self.vectors.write(&dir.join(VECTORS)).map_err(std::io::Error::other)?;
         let mut chunks: Vec<(u64, &StoredChunk)> = self.chunks.iter().map(|(id, c)| (*id, c)).collect();
         chunks.sort_unstable_by_key(|(id, _)| *id);
@@ -302,18 +290,7 @@ impl Forest {
             files: &self.files,
             chunks,
         };
-        let body = postcard::to_stdvec(&manifest).map_err(std::io::Error::other)?;
-        let tmp = dir.join(format!("{MANIFEST}.tmp.{}", std::process::id()));
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        out.write_all(MAGIC)?;
-        out.write_all(&body)?;
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(MAGIC);
-        hasher.update(&body);
-        out.write_all(hasher.finalize().as_bytes())?;
-        out.flush()?;
-        drop(out);
-        std::fs::rename(&tmp, dir.join(MANIFEST))
+        crate::derived::write(&dir.join(MANIFEST), MAGIC, &manifest)
     }
 }
 
@@ -326,17 +303,6 @@ struct ManifestRef<'a> {
     synced_at: i64,
     files: &'a BTreeMap<String, FileEntry>,
     chunks: Vec<(u64, &'a StoredChunk)>,
-}
-
-fn decode(bytes: &[u8]) -> Option<Manifest> {
-    if bytes.len() < MAGIC.len() + 32 || &bytes[..MAGIC.len()] != MAGIC {
-        return None;
-    }
-    let (body, sum) = bytes.split_at(bytes.len() - 32);
-    if blake3::hash(body).as_bytes() != sum {
-        return None;
-    }
-    postcard::from_bytes(&body[MAGIC.len()..]).ok()
 }
 
 fn snippet(text: &str) -> String {

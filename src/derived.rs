@@ -1,0 +1,74 @@
+//! Derived data on disk (the symbol index, the Forest): directories that git-ignore themselves,
+//! and checksummed files: an 8-byte magic with the format version, a postcard body, and a
+//! 32-byte blake3 checksum of everything before it.
+//! Written through a temporary file and a rename, streamed and checksummed on the way, and not
+//! fsynced: it is derived data, and a torn file fails its checksum and is rebuilt.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Creates `dir` with a `.gitignore` that ignores everything in it, before anything else is
+/// written there, so git never sees the derived files, not even half-way through a sync.
+pub fn ensure_ignored_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(&ignore, "# Derived data of git-code-intel; rebuilt on demand.\n*\n")?;
+    }
+    Ok(())
+}
+
+/// The decoded body, or None when the magic or the checksum is wrong or the body does not parse.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], magic: &[u8; 8]) -> Option<T> {
+    if bytes.len() < magic.len() + 32 || &bytes[..magic.len()] != magic {
+        return None;
+    }
+    let (body, sum) = bytes.split_at(bytes.len() - 32);
+    if blake3::hash(body).as_bytes() != sum {
+        return None;
+    }
+    postcard::from_bytes(&body[magic.len()..]).ok()
+}
+
+/// Writes `value` to `path` atomically.
+pub fn write<T: Serialize + ?Sized>(path: &Path, magic: &[u8; 8], value: &T) -> std::io::Result<()> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = path.with_file_name(format!("{name}.tmp.{}", std::process::id()));
+    let written = write_to(&tmp, magic, value);
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    std::fs::rename(&tmp, path)
+}
+
+fn write_to<T: Serialize + ?Sized>(path: &Path, magic: &[u8; 8], value: &T) -> std::io::Result<()> {
+    let file = std::fs::File::create(path)?;
+    let mut out = BufWriter::with_capacity(1 << 20, Checksummed { inner: file, hasher: blake3::Hasher::new() });
+    out.write_all(magic)?;
+    let mut out = postcard::to_io(value, out).map_err(std::io::Error::other)?;
+    out.flush()?;
+    let Checksummed { mut inner, hasher } = out.into_inner().map_err(|e| e.into_error())?;
+    inner.write_all(hasher.finalize().as_bytes())
+}
+
+/// Passes bytes through to `inner`, hashing them on the way.
+struct Checksummed<W> {
+    inner: W,
+    hasher: blake3::Hasher,
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
