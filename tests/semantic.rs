@@ -177,6 +177,37 @@ async fn forest_follows_edits_and_deletes_and_rebuild_gives_the_same_results() {
     let again = forest(&client, queries[1]).await;
     assert_eq!(ids(&again), ids(&before[1]));
     client.cancel().await.unwrap();
+
+    // Chunk ids are repository-relative: a moved repository keeps its Forest as it is.
+    let moved = tempfile::tempdir().unwrap();
+    let ok_copy = std::process::Command::new("cp").arg("-a").arg(root).arg(moved.path().join("moved")).status().unwrap();
+    assert!(ok_copy.success());
+    let client = connect(&moved.path().join("moved")).await;
+    let report = ok(&client, "sync_index", json!({})).await;
+    assert_eq!((report["files_changed"].as_u64(), report["embedded"].as_u64()), (Some(0), Some(0)), "{report}");
+    assert_eq!(ids(&forest(&client, queries[1]).await), ids(&before[1]));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedding_model_in_the_config_names_a_directory_or_a_cached_model() {
+    let repo = repo();
+    let root = repo.path();
+    let model_dir = std::env::var("CODE_INTEL_MODEL_DIR").expect("scripts/test.sh exports CODE_INTEL_MODEL_DIR");
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    // A directory given in the config is used (CODE_INTEL_MODEL_DIR unset for this server).
+    std::fs::write(root.join(".code-intel/config.json"), json!({"embedding_model": model_dir}).to_string()).unwrap();
+    let client = connect_with_env(root, &[("CODE_INTEL_MODEL_DIR", "")]).await;
+    assert_eq!(forest(&client, "area of a circle").await[0]["symbol"], "Circle::area");
+    client.cancel().await.unwrap();
+    // A name with no model in the cache: a clear error naming where it looked and the fix.
+    std::fs::write(root.join(".code-intel/config.json"), json!({"embedding_model": "no-such-model"}).to_string()).unwrap();
+    let client = connect_with_env(root, &[("CODE_INTEL_MODEL_DIR", "")]).await;
+    let r = err(&client, "semantic_search", json!({"query": "circle"})).await;
+    assert_eq!(r["error"], "semantic_unavailable");
+    let message = r["message"].as_str().unwrap();
+    assert!(message.contains("no-such-model") && message.contains("scripts/model.sh"), "{message}");
+    client.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

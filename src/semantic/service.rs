@@ -69,7 +69,7 @@ pub struct Semantic {
 /// relative to the repository) is used as it is; a name is looked up in the model cache that
 /// `scripts/model.sh` fills (`~/.cache/git-code-intel/model/<name, lower-cased>`).
 pub fn resolve_model_dir(root: &Path, name: &str) -> Result<PathBuf, EmbedError> {
-    if let Some(dir) = std::env::var_os("CODE_INTEL_MODEL_DIR") {
+    if let Some(dir) = std::env::var_os("CODE_INTEL_MODEL_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir));
     }
     let as_path = root.join(name);
