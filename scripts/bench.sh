@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/git-code-intel/target}"
 bash scripts/setup.sh
+# ONNX Runtime and the embedding model for the semantic part.
+eval "$(bash scripts/model.sh)"
 cargo fetch --locked
 corpus=/tmp/code-intel-bench-corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
