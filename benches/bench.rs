@@ -49,6 +49,7 @@ const SYMBOLS: &[&str] = &[
 ];
 
 fn main() {
+    git_code_intel::semantic::vectors::quiet_blas_threads();
     let args: Vec<String> = std::env::args().collect();
     let bin = PathBuf::from(args.get(1).cloned().unwrap_or_else(|| "target/release/git-code-intel".into()));
     let corpus = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "/tmp/code-intel-bench-corpus".into()));

@@ -5,6 +5,7 @@ use git_code_intel::cli::{self, Cli, Command};
 use git_code_intel::{mcp, workspace::Workspace};
 
 fn main() -> ExitCode {
+    git_code_intel::semantic::vectors::quiet_blas_threads();
     // ONNX Runtime is loaded at run time from ORT_DYLIB_PATH; default to where scripts/model.sh
     // puts it.
     if std::env::var_os("ORT_DYLIB_PATH").is_none()

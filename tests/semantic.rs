@@ -180,7 +180,8 @@ async fn forest_follows_edits_and_deletes_and_rebuild_gives_the_same_results() {
 
     // Chunk ids are repository-relative: a moved repository keeps its Forest as it is.
     let moved = tempfile::tempdir().unwrap();
-    let ok_copy = std::process::Command::new("cp").arg("-a").arg(root).arg(moved.path().join("moved")).status().unwrap();
+    let ok_copy =
+        std::process::Command::new("cp").arg("-a").arg(root).arg(moved.path().join("moved")).status().unwrap();
     assert!(ok_copy.success());
     let client = connect(&moved.path().join("moved")).await;
     let report = ok(&client, "sync_index", json!({})).await;
@@ -201,7 +202,8 @@ async fn embedding_model_in_the_config_names_a_directory_or_a_cached_model() {
     assert_eq!(forest(&client, "area of a circle").await[0]["symbol"], "Circle::area");
     client.cancel().await.unwrap();
     // A name with no model in the cache: a clear error naming where it looked and the fix.
-    std::fs::write(root.join(".code-intel/config.json"), json!({"embedding_model": "no-such-model"}).to_string()).unwrap();
+    std::fs::write(root.join(".code-intel/config.json"), json!({"embedding_model": "no-such-model"}).to_string())
+        .unwrap();
     let client = connect_with_env(root, &[("CODE_INTEL_MODEL_DIR", "")]).await;
     let r = err(&client, "semantic_search", json!({"query": "circle"})).await;
     assert_eq!(r["error"], "semantic_unavailable");

@@ -32,6 +32,35 @@ pub fn set_openmp_threads(n: usize) {
     unsafe { omp_set_num_threads(n.clamp(1, 64) as std::ffi::c_int) }
 }
 
+/// Stops OpenBLAS's thread pool, when the BLAS that faiss links is OpenBLAS.
+///
+/// OpenBLAS starts one worker per core when it is loaded, and the workers spin for about 0.1 s
+/// waiting for work. A one-shot command that searches for 150 ms on 2 cores lost a third of its
+/// speed to them. Single-query flat search never calls BLAS (faiss uses it from 20 queries at
+/// once), so the pool only costs: set one thread, then shut the workers down. Looked up at run
+/// time, so any other BLAS is left alone.
+#[cfg(unix)]
+pub fn quiet_blas_threads() {
+    // SAFETY: dlsym with RTLD_DEFAULT only looks symbols up. The two OpenBLAS functions, when
+    // present, have these C signatures; they run before any BLAS work exists (the start of
+    // main), which is what blas_thread_shutdown_ (OpenBLAS's own fork handler) requires.
+    unsafe {
+        let set = libc::dlsym(libc::RTLD_DEFAULT, c"openblas_set_num_threads".as_ptr());
+        if !set.is_null() {
+            let set: extern "C" fn(std::ffi::c_int) = std::mem::transmute(set);
+            set(1);
+        }
+        let shutdown = libc::dlsym(libc::RTLD_DEFAULT, c"blas_thread_shutdown_".as_ptr());
+        if !shutdown.is_null() {
+            let shutdown: extern "C" fn() -> std::ffi::c_int = std::mem::transmute(shutdown);
+            shutdown();
+        }
+    }
+}
+
+#[cfg(not(unix))]
+pub fn quiet_blas_threads() {}
+
 pub struct VectorIndex {
     index: IdMap<FlatIndex>,
     dim: u32,
