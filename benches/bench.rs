@@ -8,7 +8,7 @@
 //! - process spawn to the MCP `initialize` reply;
 //! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]).
 //!
-//! `code-intel-bench <binary> <corpus> semantic` runs only the semantic part.
+//! `code-intel-bench <binary> <corpus> semantic` (or `git`) runs only that part.
 
 #[path = "semantic.rs"]
 mod semantic;
@@ -59,9 +59,10 @@ fn main() {
     std::fs::create_dir_all(&out).unwrap();
 
     println!("corpus: {}", corpus.display());
-    if args.get(3).map(String::as_str) == Some("semantic") {
-        semantic::run(&corpus);
-        return;
+    match args.get(3).map(String::as_str) {
+        Some("semantic") => return semantic::run(&corpus),
+        Some("git") => return git_ops(&corpus),
+        _ => {}
     }
     println!("\n## search_text vs rg (median of 5, output written to a file)");
     let mut ratios = Vec::new();
