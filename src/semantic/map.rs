@@ -10,9 +10,12 @@ use gix::refs::Target;
 use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
 
-use crate::gitstore::{StoreError, apply, update, write_commit};
+use crate::gitstore::{StoreError, apply, update};
 
 pub const MAP_REF: &str = "refs/code-intel/map";
+/// This clone's last Map commit. Outside `refs/code-intel/*`, so no refspec shares or replaces
+/// it: it tells whether a fetch replaced Map entries learned here.
+pub const LOCAL_REF: &str = "refs/code-intel-local/map";
 
 /// One success pattern: a natural-language request and where the answer turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -62,8 +65,11 @@ impl MapStore {
         crate::gitlog::tip(&self.repo.to_thread_local(), MAP_REF)
     }
 
-    /// The entries at the current tip, sorted by id.
+    /// The entries at the current tip, sorted by id (after merging back what a fetch replaced).
     pub fn entries(&self) -> Result<(Option<ObjectId>, Vec<MapEntry>), StoreError> {
+        if let Err(e) = self.reconcile() {
+            tracing::warn!("{MAP_REF}: could not merge back entries a fetch replaced: {e}");
+        }
         let repo = self.repo.to_thread_local();
         let tip = crate::gitlog::tip(&repo, MAP_REF)?;
         let Some(id) = tip else { return Ok((None, Vec::new())) };
@@ -92,29 +98,101 @@ impl MapStore {
 
     /// Applies `edit` to the entries at the tip and commits the result on top of it, retrying
     /// from the new tip when another writer got there first. `edit` returns false for no change.
+    ///
+    /// When this clone's last Map commit ([`LOCAL_REF`]) is no longer in the Map's history (a
+    /// forced fetch replaced the ref with a teammate's Map), the two are merged first, entry by
+    /// entry against their merge base, and the commit gets both as parents: nothing learned
+    /// here is lost, and the next push is a fast-forward.
     fn change(&self, message: &str, mut edit: impl FnMut(&mut Vec<MapEntry>) -> bool) -> Result<ObjectId, StoreError> {
         let repo = self.repo.to_thread_local();
         for _ in 0..20 {
-            let parent = crate::gitlog::tip(&repo, MAP_REF)?;
-            let mut entries = match parent {
+            let tip = crate::gitlog::tip(&repo, MAP_REF)?;
+            let mine = crate::gitlog::tip(&repo, LOCAL_REF)?;
+            let lost = match (tip, mine) {
+                (Some(t), Some(m)) if t != m && !is_ancestor(&repo, m, t) => Some(m),
+                (None, Some(m)) => Some(m),
+                _ => None,
+            };
+            let mut entries = match tip {
                 Some(id) => read_entries(&repo, id)?,
                 None => Vec::new(),
             };
-            if !edit(&mut entries) {
-                return parent.ok_or_else(|| StoreError::Git("the Map is empty".into()));
+            if let Some(lost) = lost {
+                let base = tip.and_then(|t| merge_base(&repo, t, lost));
+                let base_entries = match base {
+                    Some(b) => read_entries(&repo, b)?,
+                    None => Vec::new(),
+                };
+                entries = merge_entries(&base_entries, entries, read_entries(&repo, lost)?);
             }
+            let edited = edit(&mut entries);
+            if !edited && lost.is_none() {
+                return tip.ok_or_else(|| StoreError::Git("the Map is empty".into()));
+            }
+            let message = if edited { message } else { "map: merge entries a fetch replaced" };
             let tree = write_entries(&repo, &entries)?;
-            let commit = write_commit(&repo, tree, parent, message)?;
-            let expected = match parent {
+            let parents: Vec<ObjectId> = tip.into_iter().chain(lost).collect();
+            let commit =
+                crate::gitstore::write_commit_with(&repo, tree, &parents, &format!("git-code-intel: {message}"))?;
+            let expected = match tip {
                 Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
                 None => PreviousValue::MustNotExist,
             };
-            if apply(&repo, vec![update(MAP_REF, expected, Target::Object(commit), message)?]).is_ok() {
+            let edits = vec![
+                update(MAP_REF, expected, Target::Object(commit), message)?,
+                update(LOCAL_REF, PreviousValue::Any, Target::Object(commit), message)?,
+            ];
+            if apply(&repo, edits).is_ok() {
                 return Ok(commit);
             }
         }
         Err(StoreError::Conflict)
     }
+
+    /// Merges back what a forced fetch replaced (see [`MapStore::change`]); returns whether it
+    /// did. Cheap when nothing was fetched: two ref reads.
+    pub fn reconcile(&self) -> Result<bool, StoreError> {
+        let repo = self.repo.to_thread_local();
+        let tip = crate::gitlog::tip(&repo, MAP_REF)?;
+        let mine = crate::gitlog::tip(&repo, LOCAL_REF)?;
+        match (tip, mine) {
+            (_, None) => Ok(false),
+            (Some(t), Some(m)) if t == m => Ok(false),
+            (Some(t), Some(m)) if is_ancestor(&repo, m, t) => {
+                // A fetch that only added to what this clone wrote: remember the new tip.
+                apply(&repo, vec![update(LOCAL_REF, PreviousValue::Any, Target::Object(t), "map: fetched")?])?;
+                Ok(false)
+            }
+            _ => {
+                self.change("map: merge entries a fetch replaced", |_| false)?;
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// Whether `ancestor` is in the history of `of`.
+fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, of: ObjectId) -> bool {
+    merge_base(repo, ancestor, of) == Some(ancestor)
+}
+
+fn merge_base(repo: &gix::Repository, a: ObjectId, b: ObjectId) -> Option<ObjectId> {
+    repo.merge_base(a, b).ok().flatten().map(|id| id.detach())
+}
+
+/// A three-way merge of Map entries by id: an entry one side removed since `base` stays
+/// removed; an entry either side added or kept stays (`ours`' version when both have it).
+fn merge_entries(base: &[MapEntry], ours: Vec<MapEntry>, theirs: Vec<MapEntry>) -> Vec<MapEntry> {
+    let in_base = |id: &str| base.iter().any(|e| e.id == id);
+    let has = |list: &[MapEntry], id: &str| list.iter().any(|e| e.id == id);
+    let mut out: Vec<MapEntry> = ours.iter().filter(|e| !(in_base(&e.id) && !has(&theirs, &e.id))).cloned().collect();
+    for e in &theirs {
+        if !has(&ours, &e.id) && !in_base(&e.id) {
+            out.push(e.clone());
+        }
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
 }
 
 fn short(s: &str) -> String {
@@ -206,5 +284,61 @@ mod tests {
         store.add(&e).unwrap();
         let (_, entries) = store.entries().unwrap();
         assert_eq!(entries.iter().filter(|x| x.id == "e01").map(|x| x.query.as_str()).collect::<Vec<_>>(), ["changed"]);
+    }
+
+    fn git(dir: &std::path::Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    fn ids(store: &MapStore) -> Vec<String> {
+        store.entries().unwrap().1.into_iter().map(|e| e.id).collect()
+    }
+
+    #[test]
+    fn a_forced_fetch_does_not_lose_what_this_clone_learned() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = dir.path().join("remote.git");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        git(dir.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
+        for clone in [&a, &b] {
+            std::fs::create_dir_all(clone).unwrap();
+            git(clone, &["init", "-q"]);
+            git(clone, &["remote", "add", "origin", remote.to_str().unwrap()]);
+        }
+        let fetch =
+            |clone: &std::path::Path| git(clone, &["fetch", "-q", "origin", "+refs/code-intel/*:refs/code-intel/*"]);
+        let push =
+            |clone: &std::path::Path| git(clone, &["push", "-q", "origin", "refs/code-intel/map:refs/code-intel/map"]);
+
+        let store_a = MapStore::open(&a).unwrap();
+        store_a.add(&entry(1)).unwrap();
+        push(&a);
+        fetch(&b);
+        let store_b = MapStore::open(&b).unwrap();
+        assert_eq!(ids(&store_b), ["e01"]);
+        store_b.add(&entry(2)).unwrap(); // learned in b, not pushed
+        store_a.add(&entry(3)).unwrap();
+        store_a.remove(&["e01".into()]).unwrap();
+        push(&a);
+        fetch(&b); // replaces b's Map with a's
+        // e02 (learned here) comes back, e03 arrives, e01 stays removed as a removed it.
+        assert_eq!(ids(&store_b), ["e02", "e03"]);
+        // The merge has both histories as parents, so pushing it is a fast-forward.
+        push(&b);
+        fetch(&a);
+        assert_eq!(ids(&store_a), ["e02", "e03"]);
+        // A fetch that only adds leaves nothing to merge.
+        store_a.add(&entry(4)).unwrap();
+        push(&a);
+        fetch(&b);
+        let tip = store_b.tip().unwrap();
+        assert_eq!(ids(&store_b), ["e02", "e03", "e04"]);
+        assert_eq!(store_b.tip().unwrap(), tip, "no merge commit for a fast-forward fetch");
     }
 }

@@ -230,6 +230,9 @@ impl Semantic {
     pub fn search_map(&self, query_vector: &[f32], n: usize) -> Result<Vec<MapHit>, String> {
         let loaded = self.loaded().map_err(|e| e.to_string())?;
         let store = MapStore::open(&self.root).map_err(|e| e.to_string())?;
+        if let Err(e) = store.reconcile() {
+            tracing::warn!("the Map: could not merge back entries a fetch replaced: {e}");
+        }
         let tip = store.tip().map_err(|e| e.to_string())?;
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if map.tip != tip || (tip.is_some() && map.vectors.is_none()) {
