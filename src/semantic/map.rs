@@ -185,7 +185,7 @@ fn merge_base(repo: &gix::Repository, a: ObjectId, b: ObjectId) -> Option<Object
 fn merge_entries(base: &[MapEntry], ours: Vec<MapEntry>, theirs: Vec<MapEntry>) -> Vec<MapEntry> {
     let in_base = |id: &str| base.iter().any(|e| e.id == id);
     let has = |list: &[MapEntry], id: &str| list.iter().any(|e| e.id == id);
-    let mut out: Vec<MapEntry> = ours.iter().filter(|e| !(in_base(&e.id) && !has(&theirs, &e.id))).cloned().collect();
+    let mut out: Vec<MapEntry> = ours.iter().filter(|e| !in_base(&e.id) || has(&theirs, &e.id)).cloned().collect();
     for e in &theirs {
         if !has(&ours, &e.id) && !in_base(&e.id) {
             out.push(e.clone());
