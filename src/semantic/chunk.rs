@@ -11,8 +11,10 @@ use std::collections::HashMap;
 use crate::lang::Lang;
 use crate::syntax::{FileSyntax, SymbolKind};
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Chunk {
+    /// `path#symbol.path#n`.
+    #[serde(rename = "chunk_id")]
     pub id: String,
     pub file: String,
     /// 1-based, inclusive.

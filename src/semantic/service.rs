@@ -62,6 +62,8 @@ pub struct Semantic {
     /// The symbol-index generation the last sync saw.
     synced_generation: AtomicU64,
     map: Mutex<MapIndex>,
+    /// The Map's ref store, opened on first use (not on every search).
+    map_store: OnceLock<Result<MapStore, String>>,
     last_sync: Mutex<Option<Result<SyncReport, String>>>,
 }
 
@@ -90,6 +92,7 @@ impl Semantic {
             progress: Arc::new(Progress::default()),
             synced_generation: AtomicU64::new(u64::MAX),
             map: Mutex::new(MapIndex::default()),
+            map_store: OnceLock::new(),
             last_sync: Mutex::new(None),
         }
     }
@@ -229,7 +232,11 @@ impl Semantic {
     /// (from the embedding cache where possible) whenever `refs/code-intel/map` moved.
     pub fn search_map(&self, query_vector: &[f32], n: usize) -> Result<Vec<MapHit>, String> {
         let loaded = self.loaded().map_err(|e| e.to_string())?;
-        let store = MapStore::open(&self.root).map_err(|e| e.to_string())?;
+        let store = self
+            .map_store
+            .get_or_init(|| MapStore::open(&self.root).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)?;
         if let Err(e) = store.reconcile() {
             tracing::warn!("the Map: could not merge back entries a fetch replaced: {e}");
         }

@@ -108,20 +108,19 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
     let candidates: Vec<walk::WalkedFile> = walked.files.into_iter().filter(|f| covers(&f.rel)).collect();
     let max_tokens = (cx.config.chunk_max_tokens as usize).max(32);
 
-    let (to_scan, deleted): (Vec<&walk::WalkedFile>, Vec<String>) = {
+    // What to read again, what is gone, and the old fingerprints to compare with: one read of
+    // the Forest.
+    let (to_scan, deleted, old_hashes) = {
         let forest = cx.forest.read().unwrap_or_else(|p| p.into_inner());
         let present: std::collections::HashSet<&str> = candidates.iter().map(|f| f.rel.as_str()).collect();
-        let deleted = forest.files.keys().filter(|rel| !present.contains(rel.as_str())).cloned().collect();
-        let to_scan = candidates
+        let deleted: Vec<String> = forest.files.keys().filter(|rel| !present.contains(rel.as_str())).cloned().collect();
+        let to_scan: Vec<&walk::WalkedFile> = candidates
             .iter()
             .filter(|f| forest.files.get(&f.rel).is_none_or(|e| e.size != f.size || e.mtime_ns != f.mtime_ns))
             .collect();
-        (to_scan, deleted)
-    };
-
-    let old_hashes: std::collections::HashMap<String, [u8; 32]> = {
-        let forest = cx.forest.read().unwrap_or_else(|p| p.into_inner());
-        to_scan.iter().filter_map(|f| forest.files.get(&f.rel).map(|e| (f.rel.clone(), e.hash))).collect()
+        let old_hashes: std::collections::HashMap<String, [u8; 32]> =
+            to_scan.iter().filter_map(|f| forest.files.get(&f.rel).map(|e| (f.rel.clone(), e.hash))).collect();
+        (to_scan, deleted, old_hashes)
     };
     let scans: Vec<Scan> = to_scan
         .par_iter()

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ToolError, ToolResult, Workspace, given};
 use crate::gitstore::SessionStore;
+use crate::semantic::chunk::Chunk;
 use crate::semantic::forest::ForestHit;
 use crate::semantic::learning::{self, SessionFacts};
 use crate::semantic::map::{MapEntry, MapStore};
@@ -62,17 +63,8 @@ pub struct FetchChunkDetailParams {
     pub chunk_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ChunkDetail {
-    pub chunk_id: String,
-    pub file: String,
-    pub start_line: u32,
-    pub end_line: u32,
-    pub symbol: String,
-    pub kind: String,
-    pub header: String,
-    pub text: String,
-}
+/// `fetch_chunk_detail` answers with the whole chunk.
+pub type ChunkDetail = Chunk;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct SyncIndexParams {
@@ -187,17 +179,7 @@ pub fn fetch_chunk_detail(ws: &Workspace, params: FetchChunkDetailParams) -> Too
     let Some(stored) = forest.chunk(chunk_id) else {
         return Err(ws.tool_error("chunk_not_found", &[("chunk_id", chunk_id)]).into());
     };
-    let c = &stored.chunk;
-    Ok(ChunkDetail {
-        chunk_id: c.id.clone(),
-        file: c.file.clone(),
-        start_line: c.start_line,
-        end_line: c.end_line,
-        symbol: c.symbol.clone(),
-        kind: c.kind.clone(),
-        header: c.header.clone(),
-        text: c.text.clone(),
-    })
+    Ok(stored.chunk.clone())
 }
 
 /// Syncs the Forest now; `on_slice(done, total)` reports progress.
