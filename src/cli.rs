@@ -1,6 +1,7 @@
 //! The command line: `git code-intel <command>`. Every tool is a subcommand with the MCP tool's
 //! arguments as flags; `--json` prints exactly what the MCP tool returns as structured content.
 
+use crate::contract::catalogue as msg;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -259,7 +260,8 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             };
             let branches = crate::session::Sessions::open(ws).cleanup_stale_branches(ws, "delete", confirm);
             let branches = match branches {
-                Ok(v) | Err(v) => v,
+                Ok(b) => serde_json::to_value(b).unwrap_or_default(),
+                Err(e) => serde_json::to_value(e).unwrap_or_default(),
             };
             let out = serde_json::json!({
                 "removed_sessions": removed,
@@ -307,12 +309,13 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         Command::Hook(HookCommand::ClaudePreToolUse) => crate::hooks::pre_tool_use_from_stdin(ws).report(),
         Command::ReviewChanges => {
             let value = match crate::session::Sessions::open(ws).review_changes(ws) {
-                Ok(v) => v,
-                Err(v) => {
+                Ok(v) => serde_json::to_value(v).unwrap_or_default(),
+                Err(e) => {
                     if json {
-                        println!("{v}");
+                        println!("{}", serde_json::to_value(&e).unwrap_or_default());
                     }
-                    eprintln!("error: {}: {}", v["error"].as_str().unwrap_or(""), v["message"].as_str().unwrap_or(""));
+                    let (code, message) = e.code_and_message();
+                    eprintln!("error: {code}: {message}");
                     return 1;
                 }
             };
@@ -506,7 +509,7 @@ fn index(ws: &Workspace, rebuild: bool, symbols_only: bool, json: bool) -> i32 {
     let forest = if ws.semantic.available() {
         tools::semantic::sync_index_with(ws, SyncIndexParams { force: Some(rebuild) }, &progress)
     } else {
-        Err(ws.tool_error("chromadb_not_available", &[("error", "no embedding model installed")]).into())
+        Err(ws.tool_error(&msg::SEMANTIC_UNAVAILABLE, &[("error", "no embedding model installed")]).into())
     };
     out["forest"] = match forest {
         Ok(report) => serde_json::to_value(report).unwrap_or_default(),
@@ -520,7 +523,8 @@ fn index(ws: &Workspace, rebuild: bool, symbols_only: bool, json: bool) -> i32 {
 fn status(ws: &Workspace, json: bool) -> i32 {
     let sessions = crate::session::Sessions::open(ws);
     let value = match sessions.status(ws, None, false) {
-        Ok(v) | Err(v) => v,
+        Ok(v) => serde_json::to_value(v).unwrap_or_default(),
+        Err(e) => serde_json::to_value(e).unwrap_or_default(),
     };
     if json {
         println!("{value}");

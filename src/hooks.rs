@@ -13,7 +13,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::engine::phase::Phase;
-use crate::engine::{self, submit};
+use crate::engine::{self, response};
 use crate::gitstore::SessionStore;
 use crate::repo::PathError;
 use crate::workspace::Workspace;
@@ -74,7 +74,7 @@ pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
                 let root = ws.repo.root().display().to_string();
                 return Verdict::Block(
                     ws.contract
-                        .message(&["tool_errors", "query", "path_outside_repo"], &[("path", &path), ("root", &root)]),
+                        .message(&crate::contract::catalogue::PATH_OUTSIDE_REPO, &[("path", &path), ("root", &root)]),
                 );
             }
             Err(PathError::NotFound { .. }) => return Verdict::Allow,
@@ -90,7 +90,7 @@ pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
             let phase = state.phase().name();
             return Verdict::Block(
                 ws.contract.message(
-                    &["tool_errors", "hooks", "bash_write_blocked"],
+                    &crate::contract::catalogue::BASH_WRITE_BLOCKED,
                     &[("phase", phase), ("command", command)],
                 ),
             );
@@ -192,15 +192,15 @@ pub fn pre_commit(ws: &Workspace) -> i32 {
 pub fn session_start(ws: &Workspace) -> Option<String> {
     let store = SessionStore::open(ws.repo.root()).ok()?;
     let stored = store.active().ok()??;
-    let status = submit::status(&ws.contract, &stored.checkpoint);
+    let status = response::for_phase(&ws.contract, &stored.checkpoint);
     let state = &stored.checkpoint.orchestrator_state;
     let mut out = format!(
         "git-code-intel session {} is active: phase {} (step {}).\nInstruction: {}\nExpected payload for submit_phase: {}\ncompaction_count: {} (send it back with +1 if you lost the previous response)\n",
         state.session_id,
         state.phase().name(),
         state.phase_state.step,
-        status["instruction"].as_str().unwrap_or(""),
-        status["expected_payload"],
+        status.instruction,
+        serde_json::Value::Object(status.expected_payload),
         state.compaction_count,
     );
     let summaries = stored.checkpoint.summaries();

@@ -9,6 +9,7 @@ use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{CallToolResponse, CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
+use crate::engine::registry;
 use crate::engine::state::Flags;
 use crate::semantic::sync::SyncReport;
 use crate::session::{SessionResult, Sessions, StartRequest};
@@ -17,6 +18,7 @@ use crate::tools::function_at_line::{GetFunctionAtLineOutput, GetFunctionAtLineP
 use crate::tools::impact::{AnalyzeImpactOutput, AnalyzeImpactParams};
 use crate::tools::query::{QueryOutput, QueryParams};
 use crate::tools::references::{FindReferencesOutput, FindReferencesParams};
+use crate::tools::reveals::Reveals;
 use crate::tools::search_files::{SearchFilesOutput, SearchFilesParams};
 use crate::tools::search_text::{SearchTextOutput, SearchTextParams};
 use crate::tools::semantic::{
@@ -65,14 +67,14 @@ impl CodeIntelServer {
                 tracing::warn!("cannot start the Forest sync: {e}");
             }
         }
-        CodeIntelServer { ws: Arc::new(ws), sessions: Arc::new(sessions), tool_router: Self::tool_router() }
+        CodeIntelServer { ws: Arc::new(ws), sessions: Arc::new(sessions), tool_router: annotated_router() }
     }
 
     /// Runs a code-intelligence tool on the blocking pool (parsing and searching are
     /// CPU-bound) and records the call, with the files it returned, for the active session.
     /// (The rmcp macros derive the outputSchema only from a literal `Result<Json<T>, E>` return
     /// type, so the tool methods below spell it out.)
-    async fn run<T: Send + serde::Serialize + 'static>(
+    async fn run<T: Send + serde::Serialize + Reveals + 'static>(
         &self,
         name: &'static str,
         f: impl FnOnce(&Workspace) -> ToolResult<T> + Send + 'static,
@@ -81,8 +83,11 @@ impl CodeIntelServer {
         let sessions = Arc::clone(&self.sessions);
         let task = move || {
             let result = f(&ws);
-            let output = result.as_ref().ok().and_then(|v| serde_json::to_value(v).ok());
-            sessions.record_tool(&ws, name, output.as_ref());
+            let revealed = match &result {
+                Ok(output) if registry::reveals_content(name) => output.revealed_files(),
+                _ => Vec::new(),
+            };
+            sessions.record_tool(&ws, name, revealed);
             result
         };
         match tokio::task::spawn_blocking(task).await {
@@ -92,20 +97,23 @@ impl CodeIntelServer {
     }
 
     /// Runs a session tool: its answer is one JSON object, an `isError` result when refused.
-    async fn run_session(
+    async fn run_session<T: serde::Serialize + Send + 'static>(
         &self,
         name: &'static str,
-        f: impl FnOnce(&Workspace, &Sessions) -> SessionResult + Send + 'static,
+        f: impl FnOnce(&Workspace, &Sessions) -> SessionResult<T> + Send + 'static,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let ws = Arc::clone(&self.ws);
         let sessions = Arc::clone(&self.sessions);
         let task = move || {
-            sessions.record_tool(&ws, name, None);
+            sessions.record_tool(&ws, name, Vec::new());
             f(&ws, &sessions)
         };
+        let json = |v: Result<serde_json::Value, serde_json::Error>| {
+            v.map_err(|e| rmcp::ErrorData::internal_error(format!("cannot serialize the answer: {e}"), None))
+        };
         match tokio::task::spawn_blocking(task).await {
-            Ok(Ok(value)) => Ok(CallToolResult::structured(value)),
-            Ok(Err(value)) => Ok(CallToolResult::structured_error(value)),
+            Ok(Ok(value)) => Ok(CallToolResult::structured(json(serde_json::to_value(value))?)),
+            Ok(Err(error)) => Ok(CallToolResult::structured_error(json(serde_json::to_value(error))?)),
             Err(e) => Err(rmcp::ErrorData::internal_error(format!("session task failed: {e}"), None)),
         }
     }
@@ -180,8 +188,7 @@ pub struct AddExploredFilesParams {
 impl CodeIntelServer {
     #[tool(
         name = "search_text",
-        description = "Search file contents with ripgrep's engine (regex, or literal with fixed_strings). `pattern` may be a list of up to 5 patterns searched in one pass. Respects .gitignore; returns matches with optional context lines, paged by max_results/offset.",
-        annotations(read_only_hint = true)
+        description = "Search file contents with ripgrep's engine (regex, or literal with fixed_strings). `pattern` may be a list of up to 5 patterns searched in one pass. Respects .gitignore; returns matches with optional context lines, paged by max_results/offset."
     )]
     async fn search_text(
         &self,
@@ -192,8 +199,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "search_files",
-        description = "Find files by glob (e.g. `*.rs`, `src/**/test_*.py`). Respects .gitignore.",
-        annotations(read_only_hint = true)
+        description = "Find files by glob (e.g. `*.rs`, `src/**/test_*.py`). Respects .gitignore."
     )]
     async fn search_files(
         &self,
@@ -204,8 +210,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "find_definitions",
-        description = "Find where a symbol is defined (tree-sitter tag queries, 12 languages): name, kind, file, line, end_line, scope, signature, language.",
-        annotations(read_only_hint = true)
+        description = "Find where a symbol is defined (tree-sitter tag queries, 12 languages): name, kind, file, line, end_line, scope, signature, language."
     )]
     async fn find_definitions(
         &self,
@@ -216,8 +221,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "find_references",
-        description = "Find where a symbol is used: identifier occurrences in code (not comments or strings, not the definition itself), each with its enclosing function or class.",
-        annotations(read_only_hint = true)
+        description = "Find where a symbol is used: identifier occurrences in code (not comments or strings, not the definition itself), each with its enclosing function or class."
     )]
     async fn find_references(
         &self,
@@ -228,8 +232,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "get_symbols",
-        description = "List the symbols defined in a file or below a directory, optionally filtered by kind and language.",
-        annotations(read_only_hint = true)
+        description = "List the symbols defined in a file or below a directory, optionally filtered by kind and language."
     )]
     async fn get_symbols(
         &self,
@@ -240,8 +243,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "analyze_structure",
-        description = "Outline a file (or inline `code` with `language`): functions, classes (structs, traits, interfaces, enums), imports, exports, and a summary with line ranges.",
-        annotations(read_only_hint = true)
+        description = "Outline a file (or inline `code` with `language`): functions, classes (structs, traits, interfaces, enums), imports, exports, and a summary with line ranges."
     )]
     async fn analyze_structure(
         &self,
@@ -252,8 +254,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "get_function_at_line",
-        description = "The innermost function or method enclosing a line of a file, with its range and signature.",
-        annotations(read_only_hint = true)
+        description = "The innermost function or method enclosing a line of a file, with its range and signature."
     )]
     async fn get_function_at_line(
         &self,
@@ -264,8 +265,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "analyze_impact",
-        description = "Before changing files: must_verify lists source files that call, import or reference the targets' symbols; should_verify lists tests, configs and docs that mention them. Each entry says why.",
-        annotations(read_only_hint = true)
+        description = "Before changing files: must_verify lists source files that call, import or reference the targets' symbols; should_verify lists tests, configs and docs that mention them. Each entry says why."
     )]
     async fn analyze_impact(
         &self,
@@ -276,8 +276,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "query",
-        description = "Answer a question about the code: plans calls to the other tools from the question, symbol and file_path, runs them, and returns the plan with the aggregated results.",
-        annotations(read_only_hint = true)
+        description = "Answer a question about the code: plans calls to the other tools from the question, symbol and file_path, runs them, and returns the plan with the aggregated results."
     )]
     async fn query(&self, Parameters(p): Parameters<QueryParams>) -> Result<Json<QueryOutput>, ToolError> {
         self.run("query", move |ws| tools::query::query(ws, p)).await
@@ -285,8 +284,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "semantic_search",
-        description = "Semantic search (SEMANTIC phase). collection auto (default) searches the Map of past successes first: a hit scoring >= 0.7 answers with skip_forest true. Otherwise it searches the Forest of code chunks (dense embeddings fused with BM25 by reciprocal rank) and keeps the best Map hits too. Hits carry chunk_id, file, lines, symbol, score and a snippet; partial is true while a sync is still running.",
-        annotations(read_only_hint = true)
+        description = "Semantic search (SEMANTIC phase). collection auto (default) searches the Map of past successes first: a hit scoring >= 0.7 answers with skip_forest true. Otherwise it searches the Forest of code chunks (dense embeddings fused with BM25 by reciprocal rank) and keeps the best Map hits too. Hits carry chunk_id, file, lines, symbol, score and a snippet; partial is true while a sync is still running."
     )]
     async fn semantic_search(
         &self,
@@ -297,8 +295,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "fetch_chunk_detail",
-        description = "The whole text of a Forest chunk, by the chunk_id semantic_search returned.",
-        annotations(read_only_hint = true)
+        description = "The whole text of a Forest chunk, by the chunk_id semantic_search returned."
     )]
     async fn fetch_chunk_detail(
         &self,
@@ -367,8 +364,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "get_session_status",
-        description = "The active session's phase, step, instruction, expected_payload, task progress and phase summaries: use it to recover after a context loss or a restart.",
-        annotations(read_only_hint = true)
+        description = "The active session's phase, step, instruction, expected_payload, task progress and phase summaries: use it to recover after a context loss or a restart."
     )]
     async fn get_session_status(
         &self,
@@ -380,8 +376,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "check_write_target",
-        description = "Before editing a file: allowed only in READY, and only for explored files (or a new file in an explored directory).",
-        annotations(read_only_hint = true)
+        description = "Before editing a file: allowed only in READY, and only for explored files (or a new file in an explored directory)."
     )]
     async fn check_write_target(
         &self,
@@ -393,8 +388,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "review_changes",
-        description = "PRE_COMMIT only: every change from the task branch's base commit to the work tree (committed, staged, unstaged, untracked but not ignored), each with change type, line stats, binary flag and a unified diff.",
-        annotations(read_only_hint = true)
+        description = "PRE_COMMIT only: every change from the task branch's base commit to the work tree (committed, staged, unstaged, untracked but not ignored), each with change type, line stats, binary flag and a unified diff."
     )]
     async fn review_changes(&self) -> Result<CallToolResult, rmcp::ErrorData> {
         self.run_session("review_changes", |ws, s| s.review_changes(ws)).await
@@ -438,6 +432,33 @@ impl ServerHandler for CodeIntelServer {
                  instruction); get_session_status to recover. All paths are relative to the repository root.",
             )
     }
+}
+
+/// The server's tools, each annotated from the one tool registry
+/// ([`crate::engine::registry`]): read-only, destructive, idempotent, and closed-world.
+pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
+    let mut router = CodeIntelServer::tool_router();
+    for (name, route) in router.map.iter_mut() {
+        let Some(spec) = registry::get(name) else {
+            tracing::warn!("tool {name} is served but missing from the registry");
+            continue;
+        };
+        route.attr.annotations = Some(
+            rmcp::model::ToolAnnotations::new()
+                .read_only(spec.read_only())
+                .destructive(spec.destructive)
+                .idempotent(spec.idempotent)
+                .open_world(false),
+        );
+    }
+    router
+}
+
+/// The tools as tools/list shows them (names, descriptions, schemas, annotations).
+pub fn served_tools() -> Vec<rmcp::model::Tool> {
+    let mut tools = annotated_router().list_all();
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools
 }
 
 /// Serves MCP over stdin/stdout until the client closes stdin.

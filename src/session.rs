@@ -5,29 +5,163 @@
 //! the evidence files, the work tree), calls the engine, carries out its effect, and writes the
 //! next checkpoint with a compare-and-swap. The git ref is the source of truth, so a restarted
 //! server resumes where the last one stopped and two servers cannot both advance a session.
+//!
+//! Answers are typed; the MCP server and the CLI serialize them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
 
 use crate::branches;
+use crate::contract::catalogue::{self as msg, Msg};
 use crate::engine::evidence::EvidenceFile;
+use crate::engine::payload::{self, Payload};
 use crate::engine::phase::{self, Phase};
-use crate::engine::state::{Checkpoint, Flags, GateLevel, Intent};
+use crate::engine::response::{self, PhaseResponse, Refusal, SessionStatus};
+use crate::engine::state::{Checkpoint, Flags, GateLevel, Intent, SessionState};
 use crate::engine::submit::{self, Effect, Facts, StartParams};
 use crate::engine::{self as engine_api, WriteAllowed};
 use crate::gitstore::{SessionStore, StoreError, Stored};
 use crate::repo::PathError;
 use crate::workspace::Workspace;
 
-/// A failed effect: the contract path of its failure message, the placeholders, and details.
-type EffectFailure = (Vec<&'static str>, Vec<(&'static str, String)>, String);
+/// A failed effect: the contract message of its failure, the placeholders, and details.
+type EffectFailure = (Msg, Vec<(&'static str, String)>, String);
 
-/// A session tool's answer: the JSON object for `structuredContent`, success or error.
-pub type SessionResult = Result<Value, Value>;
+/// Why a session tool did not do what was asked.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum SessionError {
+    /// A refused submit, with the re-instruction for the unchanged phase.
+    Refused(Box<Refusal>),
+    Plain(Box<ErrorBody>),
+}
 
-/// The tools this process served, and the files they returned, in one phase of one session.
+/// A session tool's error: a code and a message from the contract, and what else the agent
+/// needs to act on it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ErrorBody {
+    pub success: bool,
+    pub error: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<String>,
+    /// A stored session can be resumed (start_session while one is active).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery_available: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u8>,
+    /// check_write_target: the write is refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl SessionError {
+    /// The error code and message, whatever the kind.
+    pub fn code_and_message(&self) -> (&str, &str) {
+        match self {
+            SessionError::Refused(r) => (&r.error, &r.message),
+            SessionError::Plain(e) => (&e.error, &e.message),
+        }
+    }
+}
+
+pub type SessionResult<T> = Result<T, SessionError>;
+
+/// start_session and submit_phase: the phase response, and what the adapter adds to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionReply {
+    #[serde(flatten)]
+    pub response: PhaseResponse,
+    /// The llm_task_* branches earlier sessions left (start_session, when there are any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_branches: Option<Vec<branches::stale::StaleBranch>>,
+    /// The session's task branch, once it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_branch: Option<String>,
+}
+
+/// get_session_status.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum StatusReply {
+    Active(Box<ActiveStatus>),
+    Inactive(InactiveStatus),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ActiveStatus {
+    #[serde(flatten)]
+    pub status: SessionStatus,
+    pub active: bool,
+    /// The checkpoint commit the status was read from.
+    pub checkpoint: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InactiveStatus {
+    pub success: bool,
+    pub active: bool,
+    pub message: String,
+}
+
+/// check_write_target's yes.
+#[derive(Debug, Clone, Serialize)]
+pub struct WriteCheck {
+    pub success: bool,
+    pub allowed: bool,
+    pub file: String,
+    pub exists: bool,
+    pub reason: &'static str,
+}
+
+/// add_explored_files's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExploredAdded {
+    pub success: bool,
+    /// The files that were not explored before.
+    pub added: Vec<String>,
+    /// How many files are explored now.
+    pub explored_files: usize,
+}
+
+/// review_changes's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewReply {
+    pub success: bool,
+    #[serde(flatten)]
+    pub review: branches::review::ReviewOutput,
+}
+
+/// cleanup_stale_branches's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct CleanupReply {
+    pub success: bool,
+    pub action: String,
+    pub merged: Vec<String>,
+    pub deleted: Vec<String>,
+    pub kept: Vec<KeptBranch>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KeptBranch {
+    pub branch: String,
+    pub base: Option<String>,
+    pub ahead: usize,
+    pub reason: String,
+}
+
+/// The tools this process served, and the files their answers showed, in one phase of one
+/// session.
 #[derive(Debug, Default)]
 struct ToolRecord {
     session_id: String,
@@ -56,64 +190,58 @@ impl Sessions {
         Sessions { store, record: Mutex::new(ToolRecord::default()) }
     }
 
-    fn store(&self, ws: &Workspace) -> Result<&SessionStore, Value> {
-        self.store.as_ref().map_err(|e| error(ws, "git_required", &format!("Sessions are stored in git: {e}")))
+    fn store(&self) -> SessionResult<&SessionStore> {
+        self.store.as_ref().map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))
     }
 
-    fn active(&self, ws: &Workspace) -> Result<Option<Stored>, Value> {
-        match self.store(ws)?.active() {
+    fn active(&self, ws: &Workspace) -> SessionResult<Option<Stored>> {
+        match self.store()?.active() {
             Ok(s) => Ok(s),
             Err(StoreError::Corrupt(e)) => {
                 tracing::warn!("checkpoint unreadable: {e}");
-                Err(session_message(ws, "checkpoint_restore_failed", &[]))
+                Err(contract_error(ws, &msg::CHECKPOINT_RESTORE_FAILED, &[]))
             }
-            Err(StoreError::UnknownPhase(phase)) => {
-                let m = ws.contract.error(&["common_failures", "unknown_phase"], &[("phase", &phase)]);
-                Err(json!({"success": false, "error": m.error, "message": m.message}))
-            }
-            Err(e) => Err(error(ws, "git_error", &e.to_string())),
+            Err(StoreError::UnknownPhase(phase)) => Err(contract_error(ws, &msg::UNKNOWN_PHASE, &[("phase", &phase)])),
+            Err(e) => Err(plain("git_error", &e.to_string())),
         }
     }
 
-    fn require_active(&self, ws: &Workspace) -> Result<Stored, Value> {
-        self.active(ws)?.ok_or_else(|| session_message(ws, "no_active_session", &[]))
+    fn require_active(&self, ws: &Workspace) -> SessionResult<Stored> {
+        self.active(ws)?.ok_or_else(|| contract_error(ws, &msg::NO_ACTIVE_SESSION, &[]))
     }
 
-    pub fn start(&self, ws: &Workspace, req: StartRequest) -> SessionResult {
-        let store = self.store(ws)?;
+    pub fn start(&self, ws: &Workspace, req: StartRequest) -> SessionResult<SessionReply> {
+        let store = self.store()?;
         let Some(intent) = Intent::parse(&req.intent) else {
-            return Err(ws_invalid(ws, "intent", "expected IMPLEMENT, MODIFY, INVESTIGATE or QUESTION"));
+            return Err(invalid(ws, "intent", "expected IMPLEMENT, MODIFY, INVESTIGATE or QUESTION"));
         };
         if req.query.trim().is_empty() {
-            return Err(ws_invalid(ws, "query", "the user's request is required"));
+            return Err(invalid(ws, "query", "the user's request is required"));
         }
         let mut flags = req.flags;
         flags.gate_level = match req.gate_level.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             None => GateLevel::Auto,
-            Some(g) => {
-                GateLevel::parse(g).ok_or_else(|| ws_invalid(ws, "gate_level", "expected auto (a) or full (f)"))?
-            }
+            Some(g) => GateLevel::parse(g).ok_or_else(|| invalid(ws, "gate_level", "expected auto (a) or full (f)"))?,
         };
         check_repo_path(ws, req.repo_path.as_deref())?;
         if let Some(existing) = self.active(ws)? {
             let st = &existing.checkpoint.orchestrator_state;
-            let mut body = session_message(ws, "checkpoint_recovery", &[]);
-            if let Some(o) = body.as_object_mut() {
-                o.insert("error".into(), json!("recovery_available"));
-                o.insert("recovery_available".into(), json!(true));
-                o.insert("session_id".into(), json!(st.session_id));
-                o.insert("phase".into(), json!(st.phase().name()));
-                o.insert("step".into(), json!(st.phase_state.step));
-            }
-            return Err(body);
+            let m = ws.contract.error(&msg::CHECKPOINT_RECOVERY, &[]);
+            return Err(SessionError::Plain(Box::new(ErrorBody {
+                error: "recovery_available".into(),
+                message: m.message,
+                recovery_available: Some(true),
+                session_id: Some(st.session_id.clone()),
+                phase: Some(st.phase().name()),
+                step: Some(st.phase_state.step),
+                ..ErrorBody::default()
+            })));
         }
         let stale = match store.task_branches() {
             Ok(b) => !b.is_empty(),
             Err(e) => {
-                let m = ws.contract.error(&["tool_errors", "start_session", "branch_setup_failed"], &[]);
-                return Err(
-                    json!({"success": false, "error": m.error, "message": format!("Cannot read the task branches: {e}")}),
-                );
+                let code = ws.contract.error_code(&msg::BRANCH_SETUP_FAILED);
+                return Err(plain(&code, &format!("Cannot read the task branches: {e}")));
             }
         };
         let (checkpoint, response) = submit::start(
@@ -127,49 +255,56 @@ impl Sessions {
                 stale_branches: stale,
             },
         );
-        let mut response = response;
-        if stale && let Some(o) = response.as_object_mut() {
-            o.insert("stale_branches".into(), json!(branches::stale::list(ws.repo.root()).unwrap_or_default()));
-        }
+        let stale_branches = stale.then(|| branches::stale::list(ws.repo.root()).unwrap_or_default());
         match store.create(&checkpoint) {
             Ok(_) => {
                 self.reset_record(&checkpoint);
-                Ok(response)
+                Ok(SessionReply { response, stale_branches, task_branch: None })
             }
-            Err(StoreError::Busy(other)) => Err(session_message(ws, "session_active", &[("session_id", &other)])),
-            Err(e) => Err(error(ws, "git_error", &e.to_string())),
+            Err(StoreError::Busy(other)) => Err(contract_error(ws, &msg::SESSION_ACTIVE, &[("session_id", &other)])),
+            Err(e) => Err(plain("git_error", &e.to_string())),
         }
     }
 
-    pub fn submit(&self, ws: &Workspace, data: Value) -> SessionResult {
+    /// submit_phase. `data` is the payload object, or a string holding one.
+    pub fn submit(&self, ws: &Workspace, data: serde_json::Value) -> SessionResult<SessionReply> {
         let data = match data {
-            Value::String(text) => serde_json::from_str::<Value>(&text)
-                .map_err(|e| session_message(ws, "invalid_data", &[("error", &e.to_string())]))?,
+            serde_json::Value::String(text) => serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| contract_error(ws, &msg::INVALID_DATA, &[("error", &e.to_string())]))?,
             other => other,
         };
         let stored = self.require_active(ws)?;
         let mut checkpoint = stored.checkpoint.clone();
         self.merge_record(&mut checkpoint);
-        let facts = Facts { evidence: evidence_facts(ws, &data), semantic_available: ws.semantic.available() };
-        let accepted = submit::submit(&ws.contract, &checkpoint, &data, &facts).map_err(|r| r.response)?;
+        let refused = SessionError::Refused;
+        // Decoding first tells which evidence files to read; a payload that does not decode is
+        // refused by submit_value with the same rules.
+        let facts = |payload: Option<&Payload>| Facts {
+            evidence: payload.map(|p| evidence_facts(ws, p)).unwrap_or_default(),
+            semantic_available: ws.semantic.available(),
+        };
+        let decoded = payload::decode(checkpoint.orchestrator_state.phase(), &data).ok();
+        let accepted = match (&decoded, checkpoint.orchestrator_state.is_complete()) {
+            (Some(p), false) => submit::submit(&ws.contract, &checkpoint, p, &facts(Some(p))),
+            _ => submit::submit_value(&ws.contract, &checkpoint, &data, &facts(None)),
+        }
+        .map_err(refused)?;
         let old_phase = checkpoint.orchestrator_state.phase();
         let mut next = accepted.session;
         if matches!(old_phase, Phase::Verification | Phase::ImpactAnalysis) {
             add_cited_files(ws, &data, &mut next);
         }
         if let Some(effect) = &accepted.effect {
-            self.apply_effect(ws, effect, old_phase, &mut next).map_err(|(path, vars, details)| {
+            self.apply_effect(ws, effect, old_phase, &mut next).map_err(|(key, vars, details)| {
                 let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                let mut response = submit::reject(&ws.contract, &checkpoint, &path, &vars).response;
-                if !details.is_empty()
-                    && let Some(o) = response.as_object_mut()
-                {
-                    o.insert("details".into(), json!(details));
+                let mut r = response::refusal(&ws.contract, &checkpoint, key, &vars);
+                if !details.is_empty() {
+                    r.details = Some(details);
                 }
-                response
+                refused(r)
             })?;
         }
-        let store = self.store(ws)?;
+        let store = self.store()?;
         let result = if next.orchestrator_state.is_complete() {
             store.finish(stored.commit, &next)
         } else {
@@ -183,77 +318,76 @@ impl Sessions {
         match result {
             Ok(()) => {
                 self.reset_record(&next);
-                let mut response = accepted.response;
-                if let Some(o) = response.as_object_mut()
-                    && let Some(branch) = &next.orchestrator_state.task_branch
-                {
-                    o.insert("task_branch".into(), json!(branch));
-                }
-                Ok(response)
+                Ok(SessionReply {
+                    response: accepted.response,
+                    stale_branches: None,
+                    task_branch: next.orchestrator_state.task_branch.clone(),
+                })
             }
-            Err(StoreError::Conflict) => Err(session_message(ws, "checkpoint_conflict", &[])),
-            Err(e) => Err(error(ws, "git_error", &e.to_string())),
+            Err(StoreError::Conflict) => Err(contract_error(ws, &msg::CHECKPOINT_CONFLICT, &[])),
+            Err(e) => Err(plain("git_error", &e.to_string())),
         }
     }
 
-    pub fn status(&self, ws: &Workspace, repo_path: Option<&str>, discard_active: bool) -> SessionResult {
+    pub fn status(&self, ws: &Workspace, repo_path: Option<&str>, discard_active: bool) -> SessionResult<StatusReply> {
         check_repo_path(ws, repo_path)?;
         if discard_active {
             *self.record.lock().unwrap_or_else(|p| p.into_inner()) = ToolRecord::default();
         }
         let Some(stored) = self.active(ws)? else {
-            let mut body = session_message(ws, "no_active_session_short", &[]);
-            if let Some(o) = body.as_object_mut() {
-                o.remove("error");
-                o.insert("success".into(), json!(true));
-                o.insert("active".into(), json!(false));
-            }
-            return Ok(body);
+            return Ok(StatusReply::Inactive(InactiveStatus {
+                success: true,
+                active: false,
+                message: ws.contract.message(&msg::NO_ACTIVE_SESSION_SHORT, &[]),
+            }));
         };
         let mut checkpoint = stored.checkpoint;
         self.merge_record(&mut checkpoint);
-        let mut body = submit::status(&ws.contract, &checkpoint);
-        if let Some(o) = body.as_object_mut() {
-            o.insert("active".into(), json!(true));
-            o.insert("phase_summaries".into(), json!(checkpoint.summaries()));
-            o.insert("checkpoint".into(), json!(stored.commit.to_string()));
-        }
-        Ok(body)
+        Ok(StatusReply::Active(Box::new(ActiveStatus {
+            status: response::status(&ws.contract, &checkpoint),
+            active: true,
+            checkpoint: stored.commit.to_string(),
+        })))
     }
 
-    pub fn check_write_target(&self, ws: &Workspace, file_path: &str, allow_new_files: bool) -> SessionResult {
+    pub fn check_write_target(
+        &self,
+        ws: &Workspace,
+        file_path: &str,
+        allow_new_files: bool,
+    ) -> SessionResult<WriteCheck> {
         let stored = self.require_active(ws)?;
         let (rel, exists) = resolve_target(ws, file_path)?;
         let mut checkpoint = stored.checkpoint;
         self.merge_record(&mut checkpoint);
         match engine_api::check_write(&ws.contract, &checkpoint.orchestrator_state, &rel, exists, allow_new_files) {
-            Ok(why) => Ok(json!({
-                "success": true,
-                "allowed": true,
-                "file": rel,
-                "exists": exists,
-                "reason": match why {
+            Ok(why) => Ok(WriteCheck {
+                success: true,
+                allowed: true,
+                file: rel,
+                exists,
+                reason: match why {
                     WriteAllowed::Explored => "explored",
                     WriteAllowed::NewFileInExploredDirectory => "new file in an explored directory",
                 },
-            })),
-            Err(m) => Err(json!({
-                "success": false,
-                "allowed": false,
-                "error": m.error,
-                "message": m.message,
-                "file": rel,
-                "phase": checkpoint.orchestrator_state.phase().name(),
-                "hint": ws.contract.message(&["hints", "phase_blocked_hint"], &[]),
-            })),
+            }),
+            Err(m) => Err(SessionError::Plain(Box::new(ErrorBody {
+                error: m.error,
+                message: m.message,
+                allowed: Some(false),
+                file: Some(rel),
+                phase: Some(checkpoint.orchestrator_state.phase().name()),
+                hint: Some(ws.contract.message(&msg::PHASE_BLOCKED_HINT, &[])),
+                ..ErrorBody::default()
+            }))),
         }
     }
 
-    pub fn add_explored_files(&self, ws: &Workspace, files: &[String]) -> SessionResult {
+    pub fn add_explored_files(&self, ws: &Workspace, files: &[String]) -> SessionResult<ExploredAdded> {
         let stored = self.require_active(ws)?;
         let mut checkpoint = stored.checkpoint.clone();
         engine_api::check_add_explored(&ws.contract, &checkpoint.orchestrator_state, files)
-            .map_err(|m| json!({"success": false, "error": m.error, "message": m.message}))?;
+            .map_err(|m| plain(&m.error, &m.message))?;
         let mut added = Vec::new();
         for f in files.iter().filter(|f| !f.trim().is_empty()) {
             let (rel, _) = resolve_target(ws, f)?;
@@ -261,21 +395,22 @@ impl Sessions {
                 added.push(rel);
             }
         }
-        let store = self.store(ws)?;
+        let store = self.store()?;
         match store.save(stored.commit, &checkpoint, "add explored files") {
-            Ok(_) => Ok(json!({
-                "success": true,
-                "added": added,
-                "explored_files": checkpoint.orchestrator_state.explored_files.len(),
-            })),
-            Err(StoreError::Conflict) => Err(session_message(ws, "checkpoint_conflict", &[])),
-            Err(e) => Err(error(ws, "git_error", &e.to_string())),
+            Ok(_) => Ok(ExploredAdded {
+                success: true,
+                added,
+                explored_files: checkpoint.orchestrator_state.explored_files.len(),
+            }),
+            Err(StoreError::Conflict) => Err(contract_error(ws, &msg::CHECKPOINT_CONFLICT, &[])),
+            Err(e) => Err(plain("git_error", &e.to_string())),
         }
     }
 
-    /// Notes that `tool` was served, and which files its output named, for the active session's
-    /// current phase. Without an active session there is nothing to record.
-    pub fn record_tool(&self, ws: &Workspace, tool: &str, output: Option<&Value>) {
+    /// Notes that `tool` was served for the active session's current phase, and the files its
+    /// answer showed the content or symbols of (see [`crate::engine::registry`]): they count as
+    /// explored. Without an active session there is nothing to record.
+    pub fn record_tool(&self, ws: &Workspace, tool: &str, revealed: Vec<String>) {
         let Ok(store) = &self.store else { return };
         let Ok(Some(stored)) = store.active() else { return };
         let st = &stored.checkpoint.orchestrator_state;
@@ -285,15 +420,10 @@ impl Sessions {
             *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
         }
         record.tools.insert(tool.to_owned());
-        if let Some(output) = output
-            && st.phase() != Phase::Ready
-        {
-            let mut found = Vec::new();
-            collect_files(output, None, &mut found);
-            for f in found {
-                if ws.repo.root().join(&f).is_file() {
-                    record.files.insert(f);
-                }
+        for f in revealed {
+            let rel = submit::normalize_rel(&f);
+            if !rel.is_empty() && ws.repo.root().join(&rel).is_file() {
+                record.files.insert(rel);
             }
         }
     }
@@ -317,8 +447,8 @@ impl Sessions {
         }
     }
 
-    /// Carries out the engine's git work. On failure returns the contract path of the failure,
-    /// its placeholders, and what went wrong.
+    /// Carries out the engine's git work. On failure returns the contract message of the
+    /// failure, its placeholders, and what went wrong.
     fn apply_effect(
         &self,
         ws: &Workspace,
@@ -331,22 +461,14 @@ impl Sessions {
         match effect {
             Effect::CreateTaskBranch => match branches::create_task_branch(root, &st.session_id) {
                 Ok(b) => {
-                    st.task_branch = Some(b.name);
-                    st.base_branch = Some(b.base);
-                    st.base_commit = Some(b.base_commit.to_string());
-                    st.user_changes =
-                        b.user_changes.into_iter().map(|(p, id)| (p, id.map(|i| i.to_string()))).collect();
+                    adopt_into(st, b);
                     Ok(())
                 }
-                Err(e) => Err((vec!["failures", "READY", "branch_creation_failed"], vec![], e)),
+                Err(e) => Err((msg::BRANCH_CREATION_FAILED, vec![], e)),
             },
             Effect::BranchChoice(choice) => {
                 let fail = |e: String| {
-                    (
-                        vec!["failures", "BRANCH_INTERVENTION", "branch_operation_failed"],
-                        vec![("choice", choice.clone()), ("errors", e)],
-                        String::new(),
-                    )
+                    (msg::BRANCH_OPERATION_FAILED, vec![("choice", choice.clone()), ("errors", e)], String::new())
                 };
                 let stale = branches::stale::list(root).map_err(fail)?;
                 let current = stale.iter().find(|b| b.current).cloned();
@@ -365,7 +487,8 @@ impl Sessions {
                         let Some(base) = cur.base.clone() else {
                             return Err(fail(format!("the base of {} is unknown", cur.branch)));
                         };
-                        let note = json!({"merged_stale_branch": cur.branch, "by_session": st.session_id}).to_string();
+                        let note = serde_json::json!({"merged_stale_branch": cur.branch, "by_session": st.session_id})
+                            .to_string();
                         branches::merge::merge_task(root, &cur.branch, &base, &note)
                             .map_err(|e| fail(e.to_string()))?;
                         let others: Vec<String> =
@@ -373,19 +496,12 @@ impl Sessions {
                         branches::stale::delete_branches(root, &others).map_err(fail)
                     }
                     _ => {
-                        // continue: keep working on the current task branch, if HEAD is on one.
+                        // continue: keep working on the task branch HEAD is on. On no task
+                        // branch, READY makes a new one, as in a fresh session.
                         if let Some(cur) = current
                             && let Some(base) = cur.base.clone()
                         {
-                            let adopted = branches::adopt(root, &cur.branch, &base).map_err(fail)?;
-                            st.task_branch = Some(adopted.name);
-                            st.base_branch = Some(adopted.base);
-                            st.base_commit = Some(adopted.base_commit.to_string());
-                            st.user_changes = adopted
-                                .user_changes
-                                .into_iter()
-                                .map(|(p, id)| (p, id.map(|i| i.to_string())))
-                                .collect();
+                            adopt_into(st, branches::adopt(root, &cur.branch, &base).map_err(fail)?);
                         }
                         Ok(())
                     }
@@ -393,12 +509,12 @@ impl Sessions {
             }
             Effect::Commit { message, discard } => {
                 let failure = match old_phase {
-                    Phase::QualityReview => vec!["failures", "QUALITY_REVIEW", "commit_execution_failed"],
-                    _ => vec!["failures", "PRE_COMMIT", "finalize_failed"],
+                    Phase::QualityReview => msg::COMMIT_EXECUTION_FAILED,
+                    _ => msg::FINALIZE_FAILED,
                 };
-                let fail = |e: String| (failure.clone(), vec![], e);
+                let fail = |e: String| (failure, vec![], e);
                 let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_commit.clone()) else {
-                    return Err((vec!["failures", "PRE_COMMIT", "branch_manager_not_found"], vec![], String::new()));
+                    return Err((msg::PRE_COMMIT_NO_TASK_BRANCH, vec![], String::new()));
                 };
                 let base = gix::ObjectId::from_hex(base.as_bytes()).map_err(|e| fail(e.to_string()))?;
                 let user_changes = user_changes_of(st);
@@ -408,68 +524,56 @@ impl Sessions {
             }
             Effect::Merge => {
                 let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_branch.clone()) else {
-                    return Err((vec!["failures", "MERGE", "branch_manager_not_found"], vec![], String::new()));
+                    return Err((msg::MERGE_NO_TASK_BRANCH, vec![], String::new()));
                 };
                 let exists = branches::open(root)
                     .ok()
                     .and_then(|r| branches::ref_id(&r, &format!("refs/heads/{task}")).ok().flatten());
                 if exists.is_none() {
-                    return Err((
-                        vec!["failures", "MERGE", "branch_manager_not_found"],
-                        vec![],
-                        format!("{task} is missing"),
-                    ));
+                    return Err((msg::MERGE_NO_TASK_BRANCH, vec![], format!("{task} is missing")));
                 }
                 let note = session_note(next);
                 match branches::merge::merge_task(root, &task, &base, &note) {
                     Ok(_) => Ok(()),
-                    Err(e) => Err((vec!["failures", "MERGE", "merge_failed"], vec![], e.to_string())),
+                    Err(e) => Err((msg::MERGE_FAILED, vec![], e.to_string())),
                 }
             }
         }
     }
 
     /// `review_changes`: PRE_COMMIT only; every change from the base commit to the work tree.
-    pub fn review_changes(&self, ws: &Workspace) -> SessionResult {
+    pub fn review_changes(&self, ws: &Workspace) -> SessionResult<ReviewReply> {
         let stored = self.require_active(ws)?;
         let st = &stored.checkpoint.orchestrator_state;
-        let tool_error = |key: &str, vars: &[(&str, &str)]| {
-            let m = ws.contract.error(&["tool_errors", "review_changes", key], vars);
-            json!({"success": false, "error": m.error, "message": m.message})
-        };
         if st.phase() != Phase::PreCommit {
-            return Err(tool_error("phase_blocked", &[("phase", st.phase().name())]));
+            return Err(contract_error(ws, &msg::REVIEW_PHASE_BLOCKED, &[("phase", st.phase().name())]));
         }
-        let Some(task) = st.task_branch.clone() else { return Err(tool_error("task_branch_not_enabled", &[])) };
-        let (Some(base), Some(base_commit)) = (st.base_branch.clone(), st.base_commit.clone()) else {
-            return Err(tool_error("branch_manager_not_found", &[]));
+        let Some(task) = st.task_branch.clone() else {
+            return Err(contract_error(ws, &msg::REVIEW_TASK_BRANCH_NOT_ENABLED, &[]));
         };
-        let base_commit =
-            gix::ObjectId::from_hex(base_commit.as_bytes()).map_err(|_| tool_error("branch_manager_not_found", &[]))?;
+        let (Some(base), Some(base_commit)) = (st.base_branch.clone(), st.base_commit.clone()) else {
+            return Err(contract_error(ws, &msg::REVIEW_NO_TASK_BRANCH, &[]));
+        };
+        let base_commit = gix::ObjectId::from_hex(base_commit.as_bytes())
+            .map_err(|_| contract_error(ws, &msg::REVIEW_NO_TASK_BRANCH, &[]))?;
         let user_changes = user_changes_of(st);
         let review =
             branches::review::review(ws.repo.root(), base_commit, &base, &task, &ws.config.garbage, &user_changes)
-                .map_err(|e| error(ws, "review_failed", &e))?;
-        let mut value = serde_json::to_value(review).map_err(|e| error(ws, "internal_error", &e.to_string()))?;
-        if let Some(o) = value.as_object_mut() {
-            o.insert("success".into(), json!(true));
-        }
-        Ok(value)
+                .map_err(|e| plain("review_failed", &e))?;
+        Ok(ReviewReply { success: true, review })
     }
-}
 
-impl Sessions {
     /// `cleanup_stale_branches`: merged task branches are deleted; unmerged ones only with
     /// `confirm`, after a call without it has listed them. `merge` first merges the current task
     /// branch into its base. The active session's own branch is never touched.
-    pub fn cleanup_stale_branches(&self, ws: &Workspace, action: &str, confirm: bool) -> SessionResult {
+    pub fn cleanup_stale_branches(&self, ws: &Workspace, action: &str, confirm: bool) -> SessionResult<CleanupReply> {
         let root = ws.repo.root();
         if !matches!(action, "delete" | "merge") {
-            return Err(ws_invalid(ws, "action", "expected \"delete\" or \"merge\""));
+            return Err(invalid(ws, "action", "expected \"delete\" or \"merge\""));
         }
         let own = self.active(ws).ok().flatten().and_then(|s| s.checkpoint.orchestrator_state.task_branch);
         let stale: Vec<branches::stale::StaleBranch> = branches::stale::list(root)
-            .map_err(|e| error(ws, "git_error", &e))?
+            .map_err(|e| plain("git_error", &e))?
             .into_iter()
             .filter(|b| own.as_deref() != Some(b.branch.as_str()))
             .collect();
@@ -482,11 +586,16 @@ impl Sessions {
             let base = cur
                 .base
                 .clone()
-                .ok_or_else(|| error(ws, "merge_failed", &format!("the base of {} is unknown", cur.branch)))?;
-            let note = json!({"merged_stale_branch": cur.branch}).to_string();
+                .ok_or_else(|| plain("merge_failed", &format!("the base of {} is unknown", cur.branch)))?;
+            let note = serde_json::json!({"merged_stale_branch": cur.branch}).to_string();
             branches::merge::merge_task(root, &cur.branch, &base, &note).map_err(|e| {
-                let m = ws.contract.error(&["failures", "MERGE", "merge_failed"], &[]);
-                json!({"success": false, "error": m.error, "message": m.message, "details": e.to_string()})
+                let m = ws.contract.error(&msg::MERGE_FAILED, &[]);
+                SessionError::Plain(Box::new(ErrorBody {
+                    error: m.error,
+                    message: m.message,
+                    details: Some(e.to_string()),
+                    ..ErrorBody::default()
+                }))
             })?;
             merged.push(cur.branch.clone());
         }
@@ -494,19 +603,32 @@ impl Sessions {
             if b.ahead == 0 || confirm {
                 to_delete.push(b.branch.clone());
             } else {
-                kept.push(json!({"branch": b.branch, "base": b.base, "ahead": b.ahead,
-                    "reason": format!("unmerged: {} commit(s) not on its base; call again with confirm: true to delete them", b.ahead)}));
+                kept.push(KeptBranch {
+                    branch: b.branch.clone(),
+                    base: b.base.clone(),
+                    ahead: b.ahead,
+                    reason: format!(
+                        "unmerged: {} commit(s) not on its base; call again with confirm: true to delete them",
+                        b.ahead
+                    ),
+                });
             }
         }
-        branches::stale::delete_branches(root, &to_delete).map_err(|e| error(ws, "git_error", &e))?;
-        Ok(json!({"success": true, "action": action, "merged": merged, "deleted": to_delete, "kept": kept}))
+        branches::stale::delete_branches(root, &to_delete).map_err(|e| plain("git_error", &e))?;
+        Ok(CleanupReply { success: true, action: action.to_owned(), merged, deleted: to_delete, kept })
     }
 }
 
+/// Records a task branch (created or adopted) in the session.
+fn adopt_into(st: &mut SessionState, b: branches::TaskBranch) {
+    st.task_branch = Some(b.name);
+    st.base_branch = Some(b.base);
+    st.base_commit = Some(b.base_commit.to_string());
+    st.user_changes = b.user_changes.into_iter().map(|(p, id)| (p, id.map(|i| i.to_string()))).collect();
+}
+
 /// The checkpoint's record of the user's own changes, with blob ids parsed.
-fn user_changes_of(
-    st: &crate::engine::state::SessionState,
-) -> std::collections::BTreeMap<String, Option<gix::ObjectId>> {
+fn user_changes_of(st: &SessionState) -> BTreeMap<String, Option<gix::ObjectId>> {
     st.user_changes
         .iter()
         .map(|(p, id)| (p.clone(), id.as_ref().and_then(|i| gix::ObjectId::from_hex(i.as_bytes()).ok())))
@@ -516,11 +638,11 @@ fn user_changes_of(
 /// What the merge note records: the request, the tasks, the outcome and the phase summaries.
 fn session_note(cp: &Checkpoint) -> String {
     let st = &cp.orchestrator_state;
-    let note = json!({
+    let note = serde_json::json!({
         "session_id": st.session_id,
         "query": st.query,
         "intent": st.intent,
-        "tasks": st.tasks.iter().map(|t| json!({"id": t.id, "description": t.description, "status": t.status,
+        "tasks": st.tasks.iter().map(|t| serde_json::json!({"id": t.id, "description": t.description, "status": t.status,
             "checklist": t.checklist})).collect::<Vec<_>>(),
         "outcome": if st.forced_completion { "merged with unresolved quality issues" } else { "merged" },
         "phase_summaries": cp.summaries(),
@@ -539,34 +661,31 @@ fn new_session_id() -> String {
     format!("{}_{}", now.format("%Y%m%d_%H%M%S"), &hash.as_str()[..8])
 }
 
-fn check_repo_path(ws: &Workspace, repo_path: Option<&str>) -> Result<(), Value> {
+fn check_repo_path(ws: &Workspace, repo_path: Option<&str>) -> SessionResult<()> {
     let Some(p) = repo_path.map(str::trim).filter(|p| !p.is_empty() && *p != ".") else { return Ok(()) };
     match ws.repo.resolve_relative(p) {
         Ok(rel) if rel.is_empty() => Ok(()),
-        _ => Err(ws_invalid(ws, "repo_path", &format!("this server serves {}; use \".\"", ws.repo.root().display()))),
+        _ => Err(invalid(ws, "repo_path", &format!("this server serves {}; use \".\"", ws.repo.root().display()))),
     }
 }
 
-fn resolve_target(ws: &Workspace, file_path: &str) -> Result<(String, bool), Value> {
+fn resolve_target(ws: &Workspace, file_path: &str) -> SessionResult<(String, bool)> {
     if file_path.trim().is_empty() {
-        let m = ws.contract.error(&["tool_errors", "query", "no_file_path"], &[]);
-        return Err(json!({"success": false, "error": m.error, "message": m.message}));
+        return Err(contract_error(ws, &msg::NO_FILE_PATH, &[]));
     }
-    ws.repo.resolve_maybe_new(file_path).map_err(|e| {
-        let (key, path) = match &e {
-            PathError::OutsideRepo { path } => ("path_outside_repo", path.clone()),
-            PathError::NotFound { path } => ("path_not_found", path.clone()),
-        };
-        let root = ws.repo.root().display().to_string();
-        let m = ws.contract.error(&["tool_errors", "query", key], &[("path", &path), ("root", &root)]);
-        json!({"success": false, "error": m.error, "message": m.message})
+    ws.repo.resolve_maybe_new(file_path).map_err(|e| match &e {
+        PathError::OutsideRepo { path } => {
+            let root = ws.repo.root().display().to_string();
+            contract_error(ws, &msg::PATH_OUTSIDE_REPO, &[("path", path), ("root", &root)])
+        }
+        PathError::NotFound { path } => contract_error(ws, &msg::PATH_NOT_FOUND, &[("path", path)]),
     })
 }
 
 /// Reads the files the payload's evidence names, confined to the repository.
-fn evidence_facts(ws: &Workspace, data: &Value) -> std::collections::BTreeMap<String, EvidenceFile> {
-    let mut out = std::collections::BTreeMap::new();
-    for path in submit::evidence_paths(data) {
+fn evidence_facts(ws: &Workspace, payload: &Payload) -> BTreeMap<String, EvidenceFile> {
+    let mut out = BTreeMap::new();
+    for path in submit::evidence_paths(payload) {
         let fact = match ws.repo.resolve(&path) {
             Err(PathError::OutsideRepo { .. }) => EvidenceFile::Outside,
             Err(PathError::NotFound { .. }) => EvidenceFile::Missing,
@@ -584,7 +703,7 @@ fn evidence_facts(ws: &Workspace, data: &Value) -> std::collections::BTreeMap<St
 }
 
 /// Files named in VERIFICATION's evidence or IMPACT_ANALYSIS's summary join the explored set.
-fn add_cited_files(ws: &Workspace, data: &Value, next: &mut Checkpoint) {
+fn add_cited_files(ws: &Workspace, data: &serde_json::Value, next: &mut Checkpoint) {
     let mut strings = Vec::new();
     collect_strings(data, &mut strings);
     for s in strings {
@@ -600,39 +719,28 @@ fn add_cited_files(ws: &Workspace, data: &Value, next: &mut Checkpoint) {
     }
 }
 
-fn collect_strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+fn collect_strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
     match v {
-        Value::String(s) => out.push(s),
-        Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
-        Value::Object(o) => o.values().for_each(|x| collect_strings(x, out)),
+        serde_json::Value::String(s) => out.push(s),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| collect_strings(x, out)),
         _ => {}
     }
 }
 
-/// Strings under keys named `file`/`path`, or in arrays under `files`.
-fn collect_files(v: &Value, key: Option<&str>, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) if matches!(key, Some("file" | "path" | "files")) => out.push(submit::normalize_rel(s)),
-        Value::Array(a) => a.iter().for_each(|x| collect_files(x, key, out)),
-        Value::Object(o) => o.iter().for_each(|(k, x)| collect_files(x, Some(k.as_str()), out)),
-        _ => {}
-    }
+fn contract_error(ws: &Workspace, key: &Msg, vars: &[(&str, &str)]) -> SessionError {
+    let m = ws.contract.error(key, vars);
+    plain(&m.error, &m.message)
 }
 
-fn session_message(ws: &Workspace, key: &str, vars: &[(&str, &str)]) -> Value {
-    let m = ws.contract.error(&["session_messages", key], vars);
-    json!({"success": false, "error": m.error, "message": m.message})
+fn plain(code: &str, message: &str) -> SessionError {
+    SessionError::Plain(Box::new(ErrorBody {
+        error: code.to_owned(),
+        message: message.to_owned(),
+        ..ErrorBody::default()
+    }))
 }
 
-fn error(_ws: &Workspace, code: &str, message: &str) -> Value {
-    json!({"success": false, "error": code, "message": message})
-}
-
-fn ws_invalid(ws: &Workspace, name: &str, why: &str) -> Value {
-    let m = ws.contract.error(&["tool_errors", "query", "invalid_argument"], &[("name", name), ("error", why)]);
-    let mut o = Map::new();
-    o.insert("success".into(), json!(false));
-    o.insert("error".into(), json!(m.error));
-    o.insert("message".into(), json!(m.message));
-    Value::Object(o)
+fn invalid(ws: &Workspace, name: &str, why: &str) -> SessionError {
+    contract_error(ws, &msg::INVALID_ARGUMENT, &[("name", name), ("error", why)])
 }

@@ -48,8 +48,8 @@ impl Workspace {
     }
 
     /// The `{error, message}` of `tool_errors.query.<key>`.
-    pub fn tool_error(&self, key: &str, vars: &[(&str, &str)]) -> ContractMessage {
-        self.contract.error(&["tool_errors", "query", key], vars)
+    pub fn tool_error(&self, key: &crate::contract::Msg, vars: &[(&str, &str)]) -> ContractMessage {
+        self.contract.error(key, vars)
     }
 
     /// Runs `f` on an up-to-date symbol index, building it on first use.

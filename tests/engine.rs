@@ -5,9 +5,10 @@
 mod common;
 
 use common::engine_harness::{Session, flags};
+use git_code_intel::contract::catalogue;
 use git_code_intel::engine::phase::Phase;
 use git_code_intel::engine::state::{Flags, GateLevel, Intent, TaskStatus};
-use git_code_intel::engine::submit::{self, Effect};
+use git_code_intel::engine::submit::Effect;
 use serde_json::{Value, json};
 
 // ---- TestSubmitPhaseDispatch
@@ -344,7 +345,7 @@ fn plan_validation() {
     let fail = |s: &mut Session, tasks: Value, key: &str, vars: &[(&str, &str)]| {
         let r = s.err(
             json!({"tasks": tasks, "tools_used": [], "summary": "p"}),
-            &s.contract.error(&["failures", "READY", key], vars).error.clone(),
+            &s.contract.error(&catalogue::find(&["failures", "READY", key]).unwrap(), vars).error.clone(),
         );
         assert_eq!(r["message"], s.message(&["failures", "READY", key], vars));
     };
@@ -484,7 +485,7 @@ fn evidence_must_point_at_real_code_inside_the_repository() {
     let mut s = at_impl();
     let done = |e: &str| json!([{"item": "t code", "status": "done", "evidence": e}]);
     checklist(&mut s, done("auth.py line 3"), "checklist_evidence_format_invalid", &[("evidence", "auth.py line 3")]);
-    checklist(&mut s, done("src/auth.py:3-2"), "checklist_evidence_format_invalid", &[("evidence", "src/auth.py:3-2")]);
+    checklist(&mut s, done("src/auth.py:3-2"), "checklist_evidence_range_reversed", &[("evidence", "src/auth.py:3-2")]);
     checklist(&mut s, done("../outside.py:1"), "checklist_evidence_outside_repo", &[("file_path", "../outside.py")]);
     checklist(
         &mut s,
@@ -599,13 +600,17 @@ fn choices_delete_merge_continue() {
 }
 
 #[test]
-fn continue_means_no_task_branch() {
+fn continue_without_a_task_branch_makes_one_at_ready() {
+    // The effect adopts the branch HEAD is on; with none adopted (HEAD on the base), READY
+    // creates a task branch as a fresh session would, so PRE_COMMIT has one.
     let mut s = Session::with_stale(Intent::Implement, flags(|f| f.fast = true), true);
     s.ok(json!({"choice": "continue", "tools_used": [], "summary": "stay"}));
+    assert_eq!(s.last_effect, Some(Effect::BranchChoice("continue".into())));
+    assert_eq!(s.cp.orchestrator_state.branch_policy.as_deref(), Some("continue"));
     s.doc();
     s.frame();
     s.plan(&["t"]);
-    assert_eq!(s.last_effect, None);
+    assert_eq!(s.last_effect, Some(Effect::CreateTaskBranch));
 }
 
 // ---- TestVerifyIntervention and TestLoopSafetyValves
@@ -654,7 +659,7 @@ fn user_escalation_after_2_interventions() {
         s.finish();
     }
     fail_three_times(&mut s);
-    let r = submit::status(&s.contract, &s.cp);
+    let r = serde_json::to_value(git_code_intel::engine::response::status(&s.contract, &s.cp)).unwrap();
     let instruction = r["instruction"].as_str().unwrap();
     assert!(instruction.contains(&s.message(&["failures", "VERIFY_INTERVENTION", "user_escalation"], &[])));
     assert!(
@@ -722,7 +727,7 @@ fn compaction_mismatch_returns_summaries_and_adopts_the_count() {
 fn get_session_status_returns_expected_payload() {
     let mut s = Session::new(Intent::Implement, Flags::default());
     s.doc();
-    let r = submit::status(&s.contract, &s.cp);
+    let r = serde_json::to_value(git_code_intel::engine::response::status(&s.contract, &s.cp)).unwrap();
     assert_eq!(r["phase"], "QUERY_FRAME");
     assert!(r["expected_payload"].as_object().is_some_and(|o| o.contains_key("target_symbols")));
     assert_eq!(r["completed_steps"], json!([1, 3]));
@@ -885,16 +890,10 @@ fn quality_review_revert_flow() {
 }
 
 #[test]
-fn merge_requires_quality_review_and_pre_commit_requires_a_branch() {
+fn pre_commit_requires_a_branch_a_message_and_reasons() {
     let mut s = at_verify(Flags::default());
     s.post(true);
-    s.pre_commit();
-    // Jump to MERGE without the review (as a corrupted checkpoint might).
-    s.cp.orchestrator_state.enter(Phase::Merge, None);
-    let r = s.err(json!({"summary": "merge"}), "quality_review_required");
-    assert_eq!(r["message"], s.message(&["failures", "MERGE", "quality_review_required"], &[]));
-    let mut s = at_verify(Flags::default());
-    s.post(true);
+    // A checkpoint written by an earlier version after `continue` has no task branch.
     s.cp.orchestrator_state.task_branch = None;
     s.called(&["review_changes"]);
     let r = s.err(json!({"review_prompt_used": "g.md", "reviewed_files": [], "commit_message": "c", "tools_used": ["review_changes"], "summary": "s"}), "branch_manager_not_found");
@@ -905,21 +904,25 @@ fn merge_requires_quality_review_and_pre_commit_requires_a_branch() {
 }
 
 #[test]
-fn merge_without_task_branch_reports_it() {
-    let mut s = Session::with_stale(Intent::Implement, flags(|f| f.no_verify = true), true);
-    s.ok(json!({"choice": "continue", "tools_used": [], "summary": "stay"}));
-    s.doc();
-    s.frame();
-    s.explore();
-    s.gate("needs_more_information", false);
-    s.gate("has_unverified_hypotheses", false);
-    s.gate("needs_impact_analysis", false);
-    s.implement(&["t"]);
-    // PRE_COMMIT needs a branch; a `continue` session commits on the current branch (issue 4).
-    s.cp.orchestrator_state.enter(Phase::Merge, None);
-    s.cp.orchestrator_state.quality_review_passed = true;
+fn merge_follows_the_review_and_merges_the_task_branch() {
+    let mut s = at_verify(Flags::default());
+    s.post(true);
+    s.pre_commit();
+    assert_eq!(s.phase(), Phase::QualityReview);
+    s.quality(&[]);
+    assert_eq!(s.phase(), Phase::Merge);
     let r = s.merge();
-    assert_eq!(r["message"], s.message(&["success", "MERGE", "no_task_branch_complete"], &[]));
+    assert_eq!(s.last_effect, Some(Effect::Merge));
+    assert_eq!(
+        r["message"],
+        s.message(&["success", "MERGE", "merge_success"], &[("from_branch", "llm_task_s1"), ("to_branch", "main")])
+    );
+    // A task branch lost from the checkpoint is refused, never merged into a guess.
+    let mut s = at_verify(flags(|f| f.no_quality = true));
+    s.post(true);
+    s.pre_commit();
+    s.cp.orchestrator_state.task_branch = None;
+    s.err(json!({"summary": "merge"}), "branch_manager_not_found");
 }
 
 #[test]

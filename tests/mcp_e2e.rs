@@ -7,36 +7,9 @@ use common::mcp_client::{BIN, call, connect, structured};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use git_code_intel::engine::registry;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
-
-const TOOLS: &[&str] = &[
-    "search_text",
-    "search_files",
-    "find_definitions",
-    "find_references",
-    "get_symbols",
-    "analyze_structure",
-    "get_function_at_line",
-    "analyze_impact",
-    "query",
-    "semantic_search",
-    "fetch_chunk_detail",
-];
-
-/// Tools that write (derived index files, or refs/code-intel/*): tests/semantic.rs drives them.
-const WRITING_TOOLS: &[&str] = &["sync_index", "record_outcome"];
-
-/// The workflow tools (tests/mcp_workflow.rs drives them).
-const SESSION_TOOLS: &[&str] = &[
-    "start_session",
-    "submit_phase",
-    "get_session_status",
-    "check_write_target",
-    "add_explored_files",
-    "review_changes",
-    "cleanup_stale_branches",
-];
 
 /// The project fixture plus the files git must not see and the files the walk must skip.
 fn project() -> tempfile::TempDir {
@@ -65,7 +38,7 @@ fn files_of(list: &Value, key: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lists_every_tool_with_schemas_and_read_only_hint() {
+async fn lists_every_tool_of_the_registry_with_its_annotations() {
     let repo = project();
     let client = connect(repo.path()).await;
     let info = client.peer_info().expect("server info");
@@ -73,20 +46,23 @@ async fn lists_every_tool_with_schemas_and_read_only_hint() {
     let tools = client.list_all_tools().await.unwrap();
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort();
-    let mut expected = TOOLS.to_vec();
-    expected.extend(SESSION_TOOLS);
-    expected.extend(WRITING_TOOLS);
+    let mut expected: Vec<&str> = registry::TOOLS.iter().map(|t| t.name).collect();
     expected.sort();
-    assert_eq!(names, expected);
-    for tool in tools.iter().filter(|t| TOOLS.contains(&t.name.as_ref())) {
-        assert!(tool.output_schema.is_some(), "{} has no outputSchema", tool.name);
-        let hint = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
-        assert_eq!(hint, Some(true), "{} lacks readOnlyHint", tool.name);
+    assert_eq!(names, expected, "the server serves exactly the registry's tools");
+    for tool in &tools {
+        let spec = registry::get(&tool.name).unwrap();
+        let a = tool.annotations.as_ref().unwrap_or_else(|| panic!("{} has no annotations", tool.name));
+        assert_eq!(a.read_only_hint, Some(spec.read_only()), "{}", tool.name);
+        assert_eq!(a.destructive_hint, Some(spec.destructive), "{}", tool.name);
+        assert_eq!(a.idempotent_hint, Some(spec.idempotent), "{}", tool.name);
+        assert_eq!(a.open_world_hint, Some(false), "{}", tool.name);
+        if spec.role == registry::Role::CodeIntelligence || !spec.read_only() && spec.reveals_content {
+            assert!(tool.output_schema.is_some(), "{} has no outputSchema", tool.name);
+        }
     }
-    for tool in tools.iter().filter(|t| WRITING_TOOLS.contains(&t.name.as_ref())) {
-        assert!(tool.output_schema.is_some(), "{} has no outputSchema", tool.name);
-        let hint = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
-        assert_ne!(hint, Some(true), "{} writes, it is not read-only", tool.name);
+    for writer in ["query", "record_outcome", "sync_index", "submit_phase", "start_session"] {
+        let t = tools.iter().find(|t| t.name == writer).unwrap();
+        assert_eq!(t.annotations.as_ref().and_then(|a| a.read_only_hint), Some(false), "{writer} writes");
     }
     let search = tools.iter().find(|t| t.name == "search_text").unwrap();
     let props = search.input_schema.get("properties").and_then(Value::as_object).unwrap();
@@ -433,4 +409,52 @@ fn server_exits_when_stdin_closes_and_keeps_stdout_clean() {
         let line = line.unwrap();
         assert!(serde_json::from_str::<Value>(&line).is_ok(), "non-MCP output on stdout: {line:?}");
     }
+}
+
+/// Every ref with its target, HEAD, and what `git status` sees (ignored caches aside).
+fn repo_state(root: &std::path::Path) -> String {
+    let refs = common::git(root, &["for-each-ref", "--format=%(refname) %(objectname)"]);
+    let head = common::git(root, &["symbolic-ref", "-q", "HEAD"]);
+    let status = common::git(root, &["status", "--porcelain", "--untracked-files=all"]);
+    format!("{refs}\nHEAD {head}\n{status}")
+}
+
+/// The annotations tell the truth: a tool marked read-only changes no ref and no file git sees
+/// (caches under .code-intel/ are ignored by git), and a tool marked as writing does write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_tools_change_nothing_and_writers_write() {
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    common::git(root, &["checkout", "-q", "-b", "main"]);
+    common::git(root, &["add", "-A"]);
+    common::git(root, &["commit", "-q", "-m", "initial"]);
+    let client = connect(root).await;
+    ok(call(&client, "start_session", json!({"intent": "INVESTIGATE", "query": "how does login work"})).await);
+    let arguments = |name: &str| -> Option<Value> {
+        Some(match name {
+            "search_text" => json!({"pattern": "login"}),
+            "search_files" => json!({"pattern": "*.py"}),
+            "find_definitions" | "find_references" => json!({"symbol": "login"}),
+            "get_symbols" => json!({"path": "src"}),
+            "analyze_structure" => json!({"file_path": "src/auth.py"}),
+            "get_function_at_line" => json!({"file_path": "src/auth.py", "line_number": 9}),
+            "analyze_impact" => json!({"target_files": ["src/auth.py"]}),
+            "semantic_search" => json!({"query": "log a user in"}),
+            "fetch_chunk_detail" => json!({"chunk_id": "src/auth.py#login#0"}),
+            "get_session_status" => json!({}),
+            "check_write_target" => json!({"file_path": "src/auth.py"}),
+            "review_changes" => json!({}),
+            _ => return None,
+        })
+    };
+    for spec in registry::TOOLS.iter().filter(|t| t.read_only()) {
+        let args = arguments(spec.name).unwrap_or_else(|| panic!("no arguments for read-only tool {}", spec.name));
+        let before = repo_state(root);
+        call(&client, spec.name, args).await;
+        assert_eq!(repo_state(root), before, "{} is marked read-only but changed the repository", spec.name);
+    }
+    let before = repo_state(root);
+    ok(call(&client, "query", json!({"question": "where is login defined"})).await);
+    assert_ne!(repo_state(root), before, "query appends to the DecisionLog");
+    client.cancel().await.unwrap();
 }

@@ -27,6 +27,12 @@ pub enum EvidenceFile {
 
 /// Parses evidence; None when it is not of the form `path:N` or `path:N-M` with 1 ≤ N ≤ M.
 pub fn parse(evidence: &str) -> Option<EvidenceRef> {
+    parse_any_order(evidence).filter(|r| r.start <= r.end)
+}
+
+/// Like [`parse`], but keeps a range written backwards (`path:9-3`), so that it can be told
+/// apart from text that is no evidence at all.
+pub fn parse_any_order(evidence: &str) -> Option<EvidenceRef> {
     static FORMAT: OnceLock<Regex> = OnceLock::new();
     let re = FORMAT
         .get_or_init(|| Regex::new(r"^(?P<path>[^\s:][^:]*):(?P<start>\d+)(?:-(?P<end>\d+))?$").expect("valid regex"));
@@ -36,7 +42,7 @@ pub fn parse(evidence: &str) -> Option<EvidenceRef> {
         Some(m) => m.as_str().parse().ok()?,
         None => start,
     };
-    (start >= 1 && start <= end).then(|| EvidenceRef { path: caps["path"].to_owned(), start, end })
+    (start >= 1 && end >= 1).then(|| EvidenceRef { path: caps["path"].to_owned(), start, end })
 }
 
 /// Whether every line of `lines` is a placeholder rather than code, judged by the file's

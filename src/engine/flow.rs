@@ -3,13 +3,14 @@
 
 use super::phase::{Phase, ReadyStep};
 use super::state::{Flags, GateLevel, Intent};
+use crate::contract::catalogue::{self as msg, Msg};
 
 /// Where a session goes after exploration and the gates, or where a finished session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
     Phase(Phase, Option<ReadyStep>),
-    /// The session ends, with the `success` message at this contract path.
-    Complete(&'static [&'static str]),
+    /// The session ends, with this message.
+    Complete(Msg),
 }
 
 /// Investigation sessions end after exploration: INVESTIGATE/QUESTION intents, or `only_explore`.
@@ -55,13 +56,16 @@ pub fn after_gate(gate: Phase, answer: bool, flags: &Flags, intent: Intent, sema
         Phase::Q2 if run => Next::Phase(Phase::Verification, None),
         Phase::Q2 => Next::Phase(Phase::Q3, None),
         Phase::Q3 if run => Next::Phase(Phase::ImpactAnalysis, None),
-        _ => end_of_exploration(intent, flags),
+        _ => end_of_exploration(intent, flags, Phase::Q3),
     }
 }
 
-pub fn end_of_exploration(intent: Intent, flags: &Flags) -> Next {
-    if investigates(intent, flags) {
-        Next::Complete(&["success", "Q3", "investigation_complete"])
+/// After the last exploration phase (`from`: Q3, or IMPACT_ANALYSIS).
+pub fn end_of_exploration(intent: Intent, flags: &Flags, from: Phase) -> Next {
+    if investigates(intent, flags) && from == Phase::ImpactAnalysis {
+        Next::Complete(msg::INVESTIGATION_COMPLETE_AFTER_IMPACT)
+    } else if investigates(intent, flags) {
+        Next::Complete(msg::INVESTIGATION_COMPLETE)
     } else {
         Next::Phase(Phase::Ready, Some(ReadyStep::Plan))
     }
@@ -70,7 +74,7 @@ pub fn end_of_exploration(intent: Intent, flags: &Flags) -> Next {
 /// After READY completion (step 14).
 pub fn after_ready(flags: &Flags) -> Next {
     match (flags.no_verify, flags.quick) {
-        (true, true) => Next::Complete(&["success", "READY", "session_complete_no_verify_quick"]),
+        (true, true) => Next::Complete(msg::SESSION_COMPLETE_NO_VERIFY_QUICK),
         (true, false) => Next::Phase(Phase::PreCommit, None),
         _ => Next::Phase(Phase::PostImplVerify, None),
     }
@@ -79,7 +83,7 @@ pub fn after_ready(flags: &Flags) -> Next {
 /// After a passed verification.
 pub fn after_verify_passed(flags: &Flags) -> Next {
     if flags.quick || flags.only_verify {
-        Next::Complete(&["success", "POST_IMPL_VERIFY", "session_complete_quick"])
+        Next::Complete(msg::SESSION_COMPLETE_QUICK)
     } else {
         Next::Phase(Phase::PreCommit, None)
     }
@@ -95,10 +99,11 @@ pub fn after_pre_commit(flags: &Flags) -> Phase {
     if flags.no_quality || flags.fast { Phase::Merge } else { Phase::QualityReview }
 }
 
-/// Whether the flow has a task branch: every implementation flow except `quick`, unless the
-/// user chose to `continue` on the current branch.
-pub fn uses_task_branch(flags: &Flags, branch_policy: Option<&str>) -> bool {
-    !flags.quick && branch_policy != Some("continue")
+/// Whether the flow works on a task branch: every implementation flow except `quick`. (After
+/// BRANCH_INTERVENTION `continue` the branch HEAD was on is adopted; when HEAD was on none, the
+/// session makes its own, as a fresh one would.)
+pub fn uses_task_branch(flags: &Flags) -> bool {
+    !flags.quick
 }
 
 /// Failures before VERIFY_INTERVENTION, interventions before user escalation, quality reverts
@@ -156,7 +161,7 @@ mod tests {
         assert_eq!(after_gate(Phase::Q3, false, &full, i, true), Next::Phase(Phase::ImpactAnalysis, None));
         assert_eq!(
             after_gate(Phase::Q3, false, &auto, Intent::Investigate, true),
-            Next::Complete(&["success", "Q3", "investigation_complete"])
+            Next::Complete(msg::INVESTIGATION_COMPLETE)
         );
     }
 
@@ -170,22 +175,18 @@ mod tests {
                 f.no_verify = true;
                 f.quick = true
             })),
-            Next::Complete(&["success", "READY", "session_complete_no_verify_quick"])
+            Next::Complete(msg::SESSION_COMPLETE_NO_VERIFY_QUICK)
         );
         assert_eq!(after_ready(&flags(|f| f.quick = true)), Next::Phase(Phase::PostImplVerify, None));
         assert_eq!(after_verify_passed(&d), Next::Phase(Phase::PreCommit, None));
-        assert_eq!(
-            after_verify_passed(&flags(|f| f.quick = true)),
-            Next::Complete(&["success", "POST_IMPL_VERIFY", "session_complete_quick"])
-        );
+        assert_eq!(after_verify_passed(&flags(|f| f.quick = true)), Next::Complete(msg::SESSION_COMPLETE_QUICK));
         assert_eq!(after_pre_commit(&d), Phase::QualityReview);
         assert_eq!(after_pre_commit(&flags(|f| f.no_quality = true)), Phase::Merge);
         assert_eq!(after_pre_commit(&flags(|f| f.fast = true)), Phase::Merge);
         assert!(intervention_enabled(&d));
         assert!(!intervention_enabled(&flags(|f| f.no_intervention = true)));
         assert!(!intervention_enabled(&flags(|f| f.quick = true)));
-        assert!(uses_task_branch(&d, None));
-        assert!(!uses_task_branch(&flags(|f| f.quick = true), None));
-        assert!(!uses_task_branch(&d, Some("continue")));
+        assert!(uses_task_branch(&d));
+        assert!(!uses_task_branch(&flags(|f| f.quick = true)));
     }
 }

@@ -8,15 +8,25 @@
 //! - [`phase`]: phases, steps 1–19, READY's substeps, contract keys.
 //! - [`state`]: the session state and its checkpoint form.
 //! - [`flow`]: the phase matrix (intent × flags).
-//! - [`submit`]: `start_session` and `submit_phase`.
+//! - [`payload`]: each phase's payload as a type, and the decoding of a submitted one.
+//! - [`schema`]: `expected_payload_schema` and `expected_payload`, made from those types.
+//! - [`submit`]: `start_session` and `submit_phase`; [`tasks`]: READY's plan and completions.
+//! - [`response`]: what the engine answers, as types.
 //! - [`evidence`]: `file:line` evidence and empty-implementation detection.
+//! - [`registry`]: the tools this server serves and what each does.
 
 pub mod evidence;
 pub mod flow;
+pub mod payload;
 pub mod phase;
+pub mod registry;
+pub mod response;
+pub mod schema;
 pub mod state;
 pub mod submit;
+pub mod tasks;
 
+use crate::contract::catalogue as msg;
 use crate::contract::{Contract, ContractMessage};
 use phase::Phase;
 use state::SessionState;
@@ -39,7 +49,7 @@ pub fn check_write(
 ) -> Result<WriteAllowed, ContractMessage> {
     if state.phase() != Phase::Ready {
         let phase = state.phase().name();
-        return Err(contract.error(&["tool_errors", "check_write_target", "write_phase_blocked"], &[("phase", phase)]));
+        return Err(contract.error(&msg::WRITE_PHASE_BLOCKED, &[("phase", phase)]));
     }
     if state.explored_files.contains(rel) {
         return Ok(WriteAllowed::Explored);
@@ -50,17 +60,17 @@ pub fn check_write(
             return Ok(WriteAllowed::NewFileInExploredDirectory);
         }
     }
-    Err(contract.error(&["tool_errors", "check_write_target", "write_blocked"], &[]))
+    Err(contract.error(&msg::WRITE_BLOCKED, &[]))
 }
 
 /// `add_explored_files`: only in READY, and only with files.
 pub fn check_add_explored(contract: &Contract, state: &SessionState, files: &[String]) -> Result<(), ContractMessage> {
     if state.phase() != Phase::Ready {
         let phase = state.phase().name();
-        return Err(contract.error(&["tool_errors", "add_explored_files", "phase_mismatch"], &[("phase", phase)]));
+        return Err(contract.error(&msg::ADD_EXPLORED_PHASE_MISMATCH, &[("phase", phase)]));
     }
     if files.iter().all(|f| f.trim().is_empty()) {
-        return Err(contract.error(&["tool_errors", "add_explored_files", "no_files"], &[]));
+        return Err(contract.error(&msg::ADD_EXPLORED_NO_FILES, &[]));
     }
     Ok(())
 }

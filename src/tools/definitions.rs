@@ -1,5 +1,6 @@
 //! `find_definitions`: symbol definitions from the tree-sitter tag queries, served by the index.
 
+use crate::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -37,7 +38,7 @@ pub struct FindDefinitionsOutput {
 
 pub fn find_definitions(ws: &Workspace, params: FindDefinitionsParams) -> ToolResult<FindDefinitionsOutput> {
     let Some(symbol) = given(&params.symbol) else {
-        return Err(ws.tool_error("no_symbol", &[]).into());
+        return Err(ws.tool_error(&msg::NO_SYMBOL, &[]).into());
     };
     let prefix = ws.scope_prefix(params.path.as_deref())?;
     let language = ws.language_filter(params.language.as_deref())?;

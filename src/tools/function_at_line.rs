@@ -1,5 +1,6 @@
 //! `get_function_at_line`: the innermost function or method enclosing a line.
 
+use crate::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +28,7 @@ pub struct GetFunctionAtLineOutput {
 
 pub fn get_function_at_line(ws: &Workspace, params: GetFunctionAtLineParams) -> ToolResult<GetFunctionAtLineOutput> {
     let Some(path) = given(&params.file_path) else {
-        return Err(ws.tool_error("no_file_path", &[]).into());
+        return Err(ws.tool_error(&msg::NO_FILE_PATH, &[]).into());
     };
     let Some(line) = params.line_number else {
         return Err(ws.invalid_argument("line_number", "required (a 1-based line number)"));
@@ -37,7 +38,7 @@ pub fn get_function_at_line(ws: &Workspace, params: GetFunctionAtLineParams) -> 
     let total = syntax.line_count.max(1);
     if line < 1 || line > i64::from(total) {
         let (l, t) = (line.to_string(), total.to_string());
-        return Err(ws.tool_error("line_out_of_range", &[("line", &l), ("path", &src.rel), ("total", &t)]).into());
+        return Err(ws.tool_error(&msg::LINE_OUT_OF_RANGE, &[("line", &l), ("path", &src.rel), ("total", &t)]).into());
     }
     let line = line as u32;
     let innermost = syntax
@@ -48,7 +49,7 @@ pub fn get_function_at_line(ws: &Workspace, params: GetFunctionAtLineParams) -> 
         .min_by_key(|(_, s)| s.end_line - s.line);
     let Some((index, function)) = innermost else {
         let l = line.to_string();
-        return Err(ws.tool_error("no_function_at_line", &[("path", &src.rel), ("line", &l)]).into());
+        return Err(ws.tool_error(&msg::NO_FUNCTION_AT_LINE, &[("path", &src.rel), ("line", &l)]).into());
     };
     let mut container = None;
     let mut parent = syntax.symbols[index].parent;

@@ -5,6 +5,7 @@
 //! - `should_verify`: tests that use those symbols, and configs and docs that mention the symbols
 //!   or the targets' file names, from a text search.
 
+use crate::contract::catalogue as msg;
 use std::collections::{BTreeMap, BTreeSet};
 
 use grep_regex::RegexMatcherBuilder;
@@ -138,14 +139,14 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
     };
     let raw: Vec<String> = raw.into_iter().filter(|f| !f.trim().is_empty()).collect();
     if raw.is_empty() {
-        return Err(ws.tool_error("no_file_path", &[]).into());
+        return Err(ws.tool_error(&msg::NO_FILE_PATH, &[]).into());
     }
     let mut target_rels = Vec::new();
     for f in &raw {
         let abs = ws.repo.resolve(f).map_err(|e| ws.path_error(e))?;
         let rel = ws.repo.relative(&abs).unwrap_or_default();
         if !abs.is_file() {
-            return Err(ws.tool_error("not_a_file", &[("path", &rel)]).into());
+            return Err(ws.tool_error(&msg::NOT_A_FILE, &[("path", &rel)]).into());
         }
         target_rels.push(rel);
     }

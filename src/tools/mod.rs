@@ -8,12 +8,14 @@ pub mod impact;
 pub mod page;
 pub mod query;
 pub mod references;
+pub mod reveals;
 pub mod search_files;
 pub mod search_text;
 pub mod semantic;
 pub mod structure;
 pub mod symbols;
 
+use crate::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -127,9 +129,9 @@ impl Workspace {
         let root = self.repo.root().display().to_string();
         match e {
             PathError::OutsideRepo { path } => {
-                self.tool_error("path_outside_repo", &[("path", &path), ("root", &root)]).into()
+                self.tool_error(&msg::PATH_OUTSIDE_REPO, &[("path", &path), ("root", &root)]).into()
             }
-            PathError::NotFound { path } => self.tool_error("path_not_found", &[("path", &path)]).into(),
+            PathError::NotFound { path } => self.tool_error(&msg::PATH_NOT_FOUND, &[("path", &path)]).into(),
         }
     }
 
@@ -146,19 +148,22 @@ impl Workspace {
         match language.map(str::trim).filter(|l| !l.is_empty()) {
             None => Ok(None),
             Some(name) => Lang::from_name(name).map(Some).ok_or_else(|| {
-                self.tool_error("unsupported_language", &[("language", name), ("supported", &Lang::supported_list())])
-                    .into()
+                self.tool_error(
+                    &msg::UNSUPPORTED_LANGUAGE,
+                    &[("language", name), ("supported", &Lang::supported_list())],
+                )
+                .into()
             }),
         }
     }
 
     pub fn invalid_argument(&self, name: &str, error: &str) -> ToolError {
-        self.tool_error("invalid_argument", &[("name", name), ("error", error)]).into()
+        self.tool_error(&msg::INVALID_ARGUMENT, &[("name", name), ("error", error)]).into()
     }
 
     /// The contract's truncation warning.
     pub fn truncation_warning(&self) -> String {
-        self.contract.message(&["warnings", "truncation_warning"], &[])
+        self.contract.message(&msg::TRUNCATION_WARNING, &[])
     }
 }
 

@@ -1,10 +1,12 @@
 //! `query`: plans which tools answer a question, runs them, and returns plan and results.
 
+use crate::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::page::MAX_RESPONSE_BYTES;
+use super::reveals::Reveals;
 use super::{ToolError, ToolResult, Workspace, given};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -50,6 +52,10 @@ pub struct QueryOutput {
     pub plan: Vec<PlannedCall>,
     pub results: Vec<CallResult>,
     pub truncation_warning: Option<String>,
+    /// The files the planned calls showed the content or symbols of (see [`super::reveals`]).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub revealed: Vec<String>,
 }
 
 const INTENTS: &[&str] = &["IMPLEMENT", "MODIFY", "INVESTIGATE", "QUESTION"];
@@ -114,7 +120,7 @@ pub fn query(ws: &Workspace, params: QueryParams) -> ToolResult<QueryOutput> {
     let symbol = given(&params.symbol).map(str::to_owned);
     let file_path = given(&params.file_path).map(str::to_owned);
     if question.is_none() && symbol.is_none() && file_path.is_none() {
-        return Err(ws.tool_error("no_question", &[]).into());
+        return Err(ws.tool_error(&msg::NO_QUESTION, &[]).into());
     }
     let intent = given(&params.intent).unwrap_or("QUESTION").to_ascii_uppercase();
     if !INTENTS.contains(&intent.as_str()) {
@@ -127,17 +133,21 @@ pub fn query(ws: &Workspace, params: QueryParams) -> ToolResult<QueryOutput> {
     let mut plan = plan(question.as_deref(), &intent, path.as_deref(), symbol.as_deref(), file_path.as_deref());
     if let Some(only) = params.tools.as_ref().filter(|t| !t.is_empty()) {
         if let Some(unknown) = only.iter().find(|t| !PLANNABLE_TOOLS.contains(&t.as_str())) {
-            return Err(ws.tool_error("unknown_tool", &[("tool", unknown)]).into());
+            return Err(ws.tool_error(&msg::UNKNOWN_TOOL, &[("tool", unknown)]).into());
         }
         plan.retain(|call| only.contains(&call.tool));
     }
     let share = MAX_RESPONSE_BYTES / plan.len().max(1);
     let mut any_truncated = false;
+    let mut revealed = Vec::new();
     let results: Vec<CallResult> = plan
         .iter()
         .map(|call| {
             let (output, is_error) = match run(ws, &call.tool, call.arguments.clone()) {
-                Ok(v) => (v, false),
+                Ok((v, files)) => {
+                    revealed.extend(files);
+                    (v, false)
+                }
                 Err(e) => (json!({"error": e.error, "message": e.message}), true),
             };
             let (output, truncated) = fit(output, share);
@@ -152,6 +162,7 @@ pub fn query(ws: &Workspace, params: QueryParams) -> ToolResult<QueryOutput> {
         plan,
         results,
         truncation_warning: any_truncated.then(|| ws.truncation_warning()),
+        revealed,
     })
 }
 
@@ -257,14 +268,15 @@ fn push_unique(v: &mut Vec<String>, s: String) {
 const PLANNABLE_TOOLS: &[&str] =
     &["search_text", "search_files", "find_definitions", "find_references", "analyze_structure", "analyze_impact"];
 
-fn run(ws: &Workspace, tool: &str, args: Value) -> Result<Value, ToolError> {
-    fn call<P: serde::de::DeserializeOwned + Default, O: Serialize>(
+/// Runs one planned call: its output, and the files it showed (see [`super::reveals`]).
+fn run(ws: &Workspace, tool: &str, args: Value) -> Result<(Value, Vec<String>), ToolError> {
+    fn call<P: serde::de::DeserializeOwned + Default, O: Serialize + Reveals>(
         ws: &Workspace,
         args: Value,
         f: fn(&Workspace, P) -> ToolResult<O>,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<(Value, Vec<String>), ToolError> {
         let params: P = serde_json::from_value(args).map_err(|e| ws.invalid_argument("arguments", &e.to_string()))?;
-        f(ws, params).map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
+        f(ws, params).map(|o| (serde_json::to_value(&o).unwrap_or(Value::Null), o.revealed_files()))
     }
     use super::*;
     match tool {
@@ -274,7 +286,7 @@ fn run(ws: &Workspace, tool: &str, args: Value) -> Result<Value, ToolError> {
         "find_references" => call(ws, args, references::find_references),
         "analyze_structure" => call(ws, args, structure::analyze_structure),
         "analyze_impact" => call(ws, args, impact::analyze_impact),
-        other => Err(ws.tool_error("unknown_tool", &[("tool", other)]).into()),
+        other => Err(ws.tool_error(&msg::UNKNOWN_TOOL, &[("tool", other)]).into()),
     }
 }
 

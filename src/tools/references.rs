@@ -2,6 +2,7 @@
 //! code (not comments or strings) and not the definition's own name, each with the function or
 //! class it sits in.
 
+use crate::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -58,7 +59,7 @@ pub struct FindReferencesOutput {
 
 pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResult<FindReferencesOutput> {
     let Some(symbol) = given(&params.symbol) else {
-        return Err(ws.tool_error("no_symbol", &[]).into());
+        return Err(ws.tool_error(&msg::NO_SYMBOL, &[]).into());
     };
     let prefix = ws.scope_prefix(params.path.as_deref())?;
     let language = ws.language_filter(params.language.as_deref())?;

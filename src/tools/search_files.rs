@@ -1,5 +1,6 @@
 //! `search_files`: glob over the repository's files (the shared, gitignore-aware walk).
 
+use crate::contract::catalogue as msg;
 use globset::GlobBuilder;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -41,7 +42,7 @@ pub struct SearchFilesOutput {
 
 pub fn search_files(ws: &Workspace, params: SearchFilesParams) -> ToolResult<SearchFilesOutput> {
     let Some(pattern) = given(&params.pattern) else {
-        return Err(ws.tool_error("no_pattern", &[]).into());
+        return Err(ws.tool_error(&msg::NO_PATTERN, &[]).into());
     };
     let glob = GlobBuilder::new(pattern)
         .literal_separator(pattern.contains('/'))
@@ -49,7 +50,7 @@ pub fn search_files(ws: &Workspace, params: SearchFilesParams) -> ToolResult<Sea
         .build()
         .map_err(|e| {
             let msg = e.to_string();
-            ws.tool_error("invalid_glob", &[("pattern", pattern), ("error", &msg)])
+            ws.tool_error(&msg::INVALID_GLOB, &[("pattern", pattern), ("error", &msg)])
         })?
         .compile_matcher();
     let start_rel = ws.scope_prefix(params.path.as_deref())?;

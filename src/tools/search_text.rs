@@ -1,5 +1,6 @@
 //! `search_text`: ripgrep's engine in-process (grep-searcher + grep-regex over the shared walk).
 
+use crate::contract::catalogue as msg;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -95,11 +96,11 @@ pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<Searc
     let patterns: Vec<String> = params.pattern.clone().map(Patterns::into_vec).unwrap_or_default();
     let patterns: Vec<String> = patterns.into_iter().filter(|p| !p.is_empty()).collect();
     if patterns.is_empty() {
-        return Err(ws.tool_error("no_pattern", &[]).into());
+        return Err(ws.tool_error(&msg::NO_PATTERN, &[]).into());
     }
     if patterns.len() > MAX_PATTERNS {
         let (max, count) = (MAX_PATTERNS.to_string(), patterns.len().to_string());
-        return Err(ws.tool_error("too_many_patterns", &[("max", &max), ("count", &count)]).into());
+        return Err(ws.tool_error(&msg::TOO_MANY_PATTERNS, &[("max", &max), ("count", &count)]).into());
     }
     let case_sensitive = params.case_sensitive.unwrap_or(true);
     let fixed = params.fixed_strings.unwrap_or(false);
@@ -113,7 +114,7 @@ pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<Searc
                 .build(p)
                 .map_err(|e| {
                     let msg = e.to_string();
-                    ws.tool_error("invalid_regex", &[("pattern", p), ("error", msg.trim())]).into()
+                    ws.tool_error(&msg::INVALID_REGEX, &[("pattern", p), ("error", msg.trim())]).into()
                 })
         })
         .collect::<ToolResult<Vec<RegexMatcher>>>()?;

@@ -2,6 +2,7 @@
 //! the Map as tools. Without a model they answer `semantic_unavailable` (never fake vectors);
 //! every other tool keeps working.
 
+use crate::contract::catalogue as msg;
 use std::sync::atomic::Ordering;
 
 use schemars::JsonSchema;
@@ -93,11 +94,11 @@ pub struct RecordOutcomeOutput {
 }
 
 fn unavailable(ws: &Workspace, error: &str) -> ToolError {
-    ws.tool_error("chromadb_not_available", &[("error", error)]).into()
+    ws.tool_error(&msg::SEMANTIC_UNAVAILABLE, &[("error", error)]).into()
 }
 
 fn failed(ws: &Workspace, error: &str) -> ToolError {
-    ws.tool_error("semantic_search_failed", &[("error", error)]).into()
+    ws.tool_error(&msg::SEMANTIC_SEARCH_FAILED, &[("error", error)]).into()
 }
 
 pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResult<SemanticSearchOutput> {
@@ -106,7 +107,7 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
     };
     let collection = given(&params.collection).unwrap_or("auto").to_ascii_lowercase();
     if !["auto", "map", "forest"].contains(&collection.as_str()) {
-        return Err(ws.tool_error("invalid_collection", &[("collection", &collection)]).into());
+        return Err(ws.tool_error(&msg::INVALID_COLLECTION, &[("collection", &collection)]).into());
     }
     let n = params.n_results.unwrap_or(10);
     if n == 0 || n > MAX_RESULTS {
@@ -172,12 +173,12 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
 
 pub fn fetch_chunk_detail(ws: &Workspace, params: FetchChunkDetailParams) -> ToolResult<ChunkDetail> {
     let Some(chunk_id) = given(&params.chunk_id) else {
-        return Err(ws.tool_error("no_chunk_id", &[]).into());
+        return Err(ws.tool_error(&msg::NO_CHUNK_ID, &[]).into());
     };
     let loaded = ws.semantic.loaded().map_err(|e| unavailable(ws, &e.to_string()))?;
     let forest = loaded.forest.read().unwrap_or_else(|p| p.into_inner());
     let Some(stored) = forest.chunk(chunk_id) else {
-        return Err(ws.tool_error("chunk_not_found", &[("chunk_id", chunk_id)]).into());
+        return Err(ws.tool_error(&msg::CHUNK_NOT_FOUND, &[("chunk_id", chunk_id)]).into());
     };
     Ok(stored.chunk.clone())
 }
@@ -192,7 +193,7 @@ pub fn sync_index_with(
     let generation = ws.index_generation();
     ws.semantic
         .sync_now(&ws.repo, &ws.config, params.force.unwrap_or(false), generation, on_slice)
-        .map_err(|e| ws.tool_error("sync_failed", &[("error", &e.to_string())]).into())
+        .map_err(|e| ws.tool_error(&msg::SYNC_FAILED, &[("error", &e.to_string())]).into())
 }
 
 pub fn sync_index(ws: &Workspace, params: SyncIndexParams) -> ToolResult<SyncReport> {
@@ -204,10 +205,10 @@ pub fn sync_index(ws: &Workspace, params: SyncIndexParams) -> ToolResult<SyncRep
 pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult<RecordOutcomeOutput> {
     let outcome = given(&params.outcome).unwrap_or("").to_ascii_lowercase();
     if !["success", "failure", "partial"].contains(&outcome.as_str()) {
-        return Err(ws.tool_error("invalid_outcome", &[("outcome", &outcome)]).into());
+        return Err(ws.tool_error(&msg::INVALID_OUTCOME, &[("outcome", &outcome)]).into());
     }
     let err = |e: &dyn std::fmt::Display| -> ToolError {
-        ws.tool_error("outcome_failed", &[("error", &e.to_string())]).into()
+        ws.tool_error(&msg::OUTCOME_FAILED, &[("error", &e.to_string())]).into()
     };
     let store = SessionStore::open(ws.repo.root()).map_err(|e| err(&e))?;
     let facts = match store.active().map_err(|e| err(&e))? {
@@ -220,7 +221,7 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
             .and_then(|v| serde_json::from_value::<SessionFacts>(v).ok()),
     };
     let Some(facts) = facts.filter(|f| !f.session_id.is_empty()) else {
-        return Err(ws.tool_error("no_session_for_outcome", &[]).into());
+        return Err(ws.tool_error(&msg::NO_SESSION_FOR_OUTCOME, &[]).into());
     };
     let now = chrono::Utc::now().to_rfc3339();
     let map_entry = if outcome == "success" {

@@ -1,5 +1,6 @@
 //! `analyze_structure`: the outline of one file (or of code passed inline).
 
+use crate::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -90,22 +91,22 @@ pub fn read_source(ws: &Workspace, file_path: &str, language: Option<&str>) -> T
     let rel = ws.repo.relative(&abs).unwrap_or_default();
     let meta = std::fs::metadata(&abs).map_err(|e| ws.invalid_argument("file_path", &e.to_string()))?;
     if !meta.is_file() {
-        return Err(ws.tool_error("not_a_file", &[("path", &rel)]).into());
+        return Err(ws.tool_error(&msg::NOT_A_FILE, &[("path", &rel)]).into());
     }
     if meta.len() > ws.config.max_file_size {
         let (size, limit) = (meta.len().to_string(), ws.config.max_file_size.to_string());
-        return Err(ws.tool_error("file_too_large", &[("path", &rel), ("size", &size), ("limit", &limit)]).into());
+        return Err(ws.tool_error(&msg::FILE_TOO_LARGE, &[("path", &rel), ("size", &size), ("limit", &limit)]).into());
     }
     let lang = match ws.language_filter(language)? {
         Some(l) => l,
         None => Lang::detect(rel.as_ref()).ok_or_else(|| {
             let ext = rel.rsplit('.').next().filter(|e| *e != rel).unwrap_or("(none)").to_owned();
-            ws.tool_error("unsupported_language", &[("language", &ext), ("supported", &Lang::supported_list())])
+            ws.tool_error(&msg::UNSUPPORTED_LANGUAGE, &[("language", &ext), ("supported", &Lang::supported_list())])
         })?,
     };
     let bytes = std::fs::read(&abs).map_err(|e| ws.invalid_argument("file_path", &e.to_string()))?;
     if walk::looks_binary(&bytes) {
-        return Err(ws.tool_error("binary_file", &[("path", &rel)]).into());
+        return Err(ws.tool_error(&msg::BINARY_FILE, &[("path", &rel)]).into());
     }
     Ok(SourceFile { rel, lang, bytes })
 }
@@ -123,7 +124,7 @@ pub fn analyze_structure(ws: &Workspace, params: AnalyzeStructureParams) -> Tool
             };
             (None, lang, syntax::extract(lang, code.as_bytes()))
         }
-        (None, None) => return Err(ws.tool_error("no_file_path", &[]).into()),
+        (None, None) => return Err(ws.tool_error(&msg::NO_FILE_PATH, &[]).into()),
     };
     Ok(outline(file, lang, &syntax))
 }

@@ -34,7 +34,7 @@ impl Session {
                 stale_branches: stale,
             },
         );
-        assert_eq!(response["success"], true);
+        assert!(response.success);
         let mut facts = Facts { semantic_available: true, ..Facts::default() };
         facts.evidence.insert("src/auth.py".into(), EvidenceFile::Lines(auth_py()));
         facts.evidence.insert("src/stub.py".into(), EvidenceFile::Lines(vec!["def f():".into(), "    pass".into()]));
@@ -66,7 +66,7 @@ impl Session {
 
     /// Submits and returns the response, accepted or not (an accepted one moves the session).
     pub fn attempt(&mut self, data: Value) -> Value {
-        match submit::submit(&self.contract, &self.cp, &data, &self.facts) {
+        match submit::submit_value(&self.contract, &self.cp, &data, &self.facts) {
             Ok(a) => {
                 self.cp = a.session;
                 if a.effect == Some(Effect::CreateTaskBranch) {
@@ -74,31 +74,35 @@ impl Session {
                     self.cp.orchestrator_state.base_branch = Some("main".into());
                 }
                 self.last_effect = a.effect;
-                a.response
+                serde_json::to_value(a.response).unwrap()
             }
-            Err(r) => r.response,
+            Err(r) => serde_json::to_value(r).unwrap(),
         }
     }
 
     /// Submits and expects the given error; the session must be unchanged.
     pub fn err(&mut self, data: Value, error: &str) -> Value {
         let before = self.cp.clone();
-        match submit::submit(&self.contract, &self.cp, &data, &self.facts) {
-            Ok(a) => panic!("accepted in {:?}: {}", self.phase(), a.response),
+        match submit::submit_value(&self.contract, &self.cp, &data, &self.facts) {
+            Ok(a) => panic!("accepted in {:?}: {:?}", self.phase(), a.response),
             Err(r) => {
-                assert_eq!(r.response["error"], error, "{}", r.response);
-                assert_eq!(r.response["success"], false);
-                assert_eq!(r.response["current_phase"], before.orchestrator_state.phase().name());
-                assert!(r.response["instruction"].as_str().is_some_and(|s| !s.is_empty()));
-                assert!(r.response["expected_payload"].is_object());
+                let r = serde_json::to_value(r).unwrap();
+                assert_eq!(r["error"], error, "{r}");
+                assert_eq!(r["success"], false);
+                assert_eq!(r["current_phase"], before.orchestrator_state.phase().name());
+                assert!(r["instruction"].as_str().is_some_and(|s| !s.is_empty()));
+                assert!(r["expected_payload"].is_object());
+                assert!(r["expected_payload_schema"].is_object());
                 assert_eq!(self.cp, before, "a rejection must leave the session unchanged");
-                r.response
+                r
             }
         }
     }
 
+    /// The contract's message at `path` (a key the code produces), filled with `vars`.
     pub fn message(&self, path: &[&str], vars: &[(&str, &str)]) -> String {
-        self.contract.message(path, vars)
+        let key = git_code_intel::contract::catalogue::find(path).unwrap_or_else(|| panic!("{path:?} is not produced"));
+        self.contract.message(&key, vars)
     }
 
     // The phases, with valid payloads.

@@ -2,13 +2,23 @@
 //!
 //! The default contract is compiled in from `templates/phase_contract.yml`. A project's
 //! `.code-intel/phase_contract.yml` overrides it key by key: mappings merge recursively, and any
-//! other value in the project file replaces the default one.
+//! other value in the project file replaces the default one. Instructions and messages can be
+//! reworded that way; what a payload must hold cannot (it is the payload types' schema, see
+//! [`crate::engine::schema`]).
+//!
+//! - [`catalogue`]: every message the code produces, with its placeholders.
+//! - [`lint`]: checks a contract's text against the tools and fields we really serve.
+
+pub mod catalogue;
+pub mod lint;
 
 use std::path::Path;
 
+pub use catalogue::Msg;
+
 use serde_yaml::{Mapping, Value};
 
-const DEFAULT_CONTRACT: &str = include_str!("../templates/phase_contract.yml");
+const DEFAULT_CONTRACT: &str = include_str!("../../templates/phase_contract.yml");
 
 /// Where a project keeps its contract overrides, relative to the repository root.
 pub const OVERRIDE_PATH: &str = ".code-intel/phase_contract.yml";
@@ -63,24 +73,53 @@ impl Contract {
         Some(node)
     }
 
-    /// The `message` at `path` with `{placeholders}` filled. A missing entry yields a message that
+    /// The message `key` with its `{placeholders}` filled. A missing entry yields a message that
     /// names the missing key, so a broken override is visible rather than silent.
-    pub fn message(&self, path: &[&str], vars: &[(&str, &str)]) -> String {
-        match self.get(path).and_then(|n| n.get("message")).and_then(Value::as_str) {
+    pub fn message(&self, key: &Msg, vars: &[(&str, &str)]) -> String {
+        check_vars(&key.dotted(), key.vars, vars);
+        match self.get(key.path).and_then(|n| n.get("message")).and_then(Value::as_str) {
             Some(template) => fill(template, vars),
-            None => format!("(missing contract message: {})", path.join(".")),
+            None => format!("(missing contract message: {})", key.dotted()),
         }
     }
 
-    /// The `{error, message}` pair at `path`. The error code defaults to the last path element.
-    pub fn error(&self, path: &[&str], vars: &[(&str, &str)]) -> ContractMessage {
-        let error = self
-            .get(path)
+    /// The `{error, message}` pair of `key`. The error code defaults to the last path element.
+    pub fn error(&self, key: &Msg, vars: &[(&str, &str)]) -> ContractMessage {
+        ContractMessage { error: self.error_code(key), message: self.message(key, vars) }
+    }
+
+    /// The error code of `key` alone, for messages made at run time.
+    pub fn error_code(&self, key: &Msg) -> String {
+        self.get(key.path)
             .and_then(|n| n.get("error"))
             .and_then(Value::as_str)
             .map(str::to_owned)
-            .unwrap_or_else(|| path.last().copied().unwrap_or("error").to_owned());
-        ContractMessage { error, message: self.message(path, vars) }
+            .unwrap_or_else(|| key.path.last().copied().unwrap_or("error").to_owned())
+    }
+
+    /// Whether `key` asks for the user (`requires_user_intervention: true`).
+    pub fn requires_user(&self, key: &Msg) -> bool {
+        self.get(key.path).and_then(|n| n.get("requires_user_intervention")).and_then(Value::as_bool) == Some(true)
+    }
+
+    /// The extra `instruction` some failures carry for the agent to pass on to the user.
+    pub fn user_instruction(&self, key: &Msg) -> Option<String> {
+        self.get(key.path).and_then(|n| n.get("instruction")).and_then(Value::as_str).map(str::to_owned)
+    }
+
+    /// The instruction of a phase (`phases.<key>.instruction`), filled.
+    pub fn instruction(&self, phase_key: &str, vars: &[(&str, &str)]) -> String {
+        let declared = catalogue::INSTRUCTIONS.iter().find(|(k, _)| *k == phase_key).map_or(&[][..], |(_, v)| *v);
+        check_vars(&format!("phases.{phase_key}.instruction"), declared, vars);
+        match self.get(&["phases", phase_key, "instruction"]).and_then(Value::as_str) {
+            Some(template) => fill(template, vars),
+            None => format!("(missing contract instruction: phases.{phase_key})"),
+        }
+    }
+
+    /// The whole contract, as YAML.
+    pub fn to_yaml(&self) -> String {
+        serde_yaml::to_string(&self.root).unwrap_or_default()
     }
 
     /// Every path (as dotted keys) whose node carries a `message`, outside `phases`.
@@ -128,6 +167,39 @@ fn merge_mapping(base: &mut Mapping, overlay: Mapping) {
     }
 }
 
+/// The variables given for a message must be exactly the ones the catalogue declares for it:
+/// one missing leaves a `{placeholder}` in front of the agent, one extra means the catalogue
+/// and the call disagree. Checked in debug builds (every test), free in release builds.
+fn check_vars(what: &str, declared: &[&str], given: &[(&str, &str)]) {
+    if cfg!(debug_assertions) {
+        let mut a: Vec<&str> = declared.to_vec();
+        let mut b: Vec<&str> = given.iter().map(|(k, _)| *k).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        debug_assert_eq!(a, b, "variables for {what}");
+    }
+}
+
+/// The `{name}` placeholders of a template, in order of appearance.
+pub fn placeholders(template: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        let after = &rest[start + 1..];
+        match after.find('}') {
+            Some(end) => {
+                let name = &after[..end];
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    out.push(name.to_owned());
+                }
+                rest = &after[end + 1..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
 /// Replaces each `{name}` in `template` with its value; unknown placeholders stay as they are.
 pub fn fill(template: &str, vars: &[(&str, &str)]) -> String {
     let mut out = template.to_owned();
@@ -144,11 +216,11 @@ mod tests {
     #[test]
     fn builtin_has_the_query_tool_errors() {
         let c = Contract::builtin();
-        let e = c.error(&["tool_errors", "query", "no_pattern"], &[]);
+        let e = c.error(&catalogue::NO_PATTERN, &[]);
         assert_eq!(e.error, "no_pattern");
         assert_eq!(e.message, "No pattern specified");
         assert_eq!(
-            c.message(&["warnings", "truncation_warning"], &[]),
+            c.message(&catalogue::TRUNCATION_WARNING, &[]),
             "Response exceeded 256KB and was truncated. Please narrow down the pattern."
         );
     }
@@ -156,7 +228,7 @@ mod tests {
     #[test]
     fn placeholders_are_filled() {
         let c = Contract::builtin();
-        let m = c.message(&["tool_errors", "query", "unknown_tool"], &[("tool", "frobnicate")]);
+        let m = c.message(&catalogue::UNKNOWN_TOOL, &[("tool", "frobnicate")]);
         assert_eq!(m, "Unknown tool: frobnicate");
     }
 
@@ -171,10 +243,10 @@ mod tests {
         .unwrap();
         let (c, warning) = Contract::load(dir.path());
         assert!(warning.is_none());
-        let e = c.error(&["tool_errors", "query", "no_pattern"], &[]);
+        let e = c.error(&catalogue::NO_PATTERN, &[]);
         assert_eq!(e.message, "Give me a pattern");
         assert_eq!(e.error, "no_pattern", "keys the file does not set keep their default");
-        assert_eq!(c.message(&["tool_errors", "query", "no_symbol"], &[]), "No symbol specified");
+        assert_eq!(c.message(&catalogue::NO_SYMBOL, &[]), "No symbol specified");
     }
 
     #[test]
@@ -184,11 +256,11 @@ mod tests {
         std::fs::write(dir.path().join(OVERRIDE_PATH), "tool_errors: [unclosed").unwrap();
         let (c, warning) = Contract::load(dir.path());
         assert!(warning.unwrap().contains("phase_contract.yml"));
-        assert_eq!(c.message(&["tool_errors", "query", "no_symbol"], &[]), "No symbol specified");
+        assert_eq!(c.message(&catalogue::NO_SYMBOL, &[]), "No symbol specified");
     }
 
     #[test]
-    fn every_phase_of_the_seeds_has_instruction_and_payload() {
+    fn every_phase_of_the_seeds_has_an_instruction() {
         let c = Contract::builtin();
         for phase in [
             "BRANCH_INTERVENTION",
@@ -211,7 +283,6 @@ mod tests {
             "MERGE",
         ] {
             assert!(c.get(&["phases", phase, "instruction"]).and_then(Value::as_str).is_some(), "{phase}");
-            assert!(c.get(&["phases", phase, "expected_payload"]).is_some(), "{phase}");
         }
     }
 }

@@ -1,0 +1,697 @@
+//! What `submit_phase` accepts in each phase, as Rust types.
+//!
+//! One type per phase holds its own fields; [`Common`] (summary, compaction_count) and
+//! [`ToolsUsed`] are read from the same JSON object beside it. The doc comments are the field
+//! descriptions the agent reads: [`super::schema`] turns these types into the
+//! `expected_payload_schema` of every response and the human-readable `expected_payload` next
+//! to it, so the description, the schema and the parser cannot drift apart.
+//!
+//! The types accept a few lenient forms the schema does not advertise (a slot as a plain
+//! string, slots at the top level, `action` for `decision`, a number for a task id or a quality
+//! score, `"true"` for `true`). Required fields are `Option` here so that a missing field gets
+//! the contract's own message from [`decode`] or the engine, not a serde error.
+//!
+//! [`decode`] is the only way in: it picks the type from the session's phase, recognizes a
+//! payload meant for another phase, and maps a type error to a contract message.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::phase::{Phase, ReadyStep};
+use crate::contract::catalogue::{self as msg, Msg};
+
+/// Fields of every payload.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct Common {
+    /// The key points someone resuming this session needs: decisions, constraints, open
+    /// questions (about 200-400 characters, at most 5 points). Only this is kept in the
+    /// checkpoint and returned as `phase_summaries` after a context loss.
+    #[schemars(required, regex(pattern = r"\S"))]
+    pub summary: Option<String>,
+    /// Echo the compaction_count of the last response. If that response is no longer in your
+    /// context (after a compaction or a resume), send the last value you know plus 1: the
+    /// server then returns the phase_summaries.
+    pub compaction_count: Option<u64>,
+}
+
+/// `tools_used`, asked for in every phase except READY completion and MERGE.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct ToolsUsed {
+    /// The tools you used in this phase (may be empty). Names of this server's tools are
+    /// checked against the calls it served in this phase; other names (Read, Grep, ...) are
+    /// accepted and count for nothing.
+    #[schemars(required, extend("uniqueItems" = true))]
+    pub tools_used: Option<Vec<String>>,
+}
+
+/// The summary-only payload's optional `tools_used`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct OptionalToolsUsed {
+    /// Tools used in this phase, if any (optional here).
+    #[schemars(extend("uniqueItems" = true))]
+    pub tools_used: Option<Vec<String>>,
+}
+
+/// Step 2: what to do with the `llm_task_*` branches earlier sessions left.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct BranchInterventionPayload {
+    /// The user's choice. delete: remove every llm_task_* branch. merge: merge the task branch
+    /// HEAD is on into its base, delete the others. continue: keep them; work on the task
+    /// branch HEAD is on, or on a new one if HEAD is on none.
+    #[schemars(required, extend("enum" = ["delete", "merge", "continue"]))]
+    pub choice: Option<String>,
+}
+
+/// Step 3: the project documents read before the work.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct DocumentResearchPayload {
+    /// The documents you read (paths relative to the repository root), at least one.
+    #[schemars(required, length(min = 1))]
+    pub documents_reviewed: Option<Vec<String>>,
+}
+
+/// One slot of the query frame: what it says, and the user's own words that say it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct QuotedSlot {
+    /// What the slot is, in your words; empty when the request does not say.
+    #[schemars(required)]
+    pub value: Option<String>,
+    /// The words of the user's request this is taken from, copied exactly (case and spacing
+    /// aside); empty when value is empty. A quote that is not in the request is refused.
+    #[schemars(required)]
+    pub quote: Option<String>,
+}
+
+/// A slot as `{value, quote}`, or (accepted, not advertised) a plain string without a quote.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Slot {
+    Text(String),
+    Quoted(QuotedSlot),
+}
+
+impl JsonSchema for Slot {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Slot".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        QuotedSlot::json_schema(generator)
+    }
+}
+
+impl Slot {
+    pub fn value(&self) -> &str {
+        match self {
+            Slot::Text(s) => s.trim(),
+            Slot::Quoted(q) => q.value.as_deref().unwrap_or("").trim(),
+        }
+    }
+    pub fn quote(&self) -> Option<&str> {
+        match self {
+            Slot::Text(_) => None,
+            Slot::Quoted(q) => q.quote.as_deref().map(str::trim).filter(|q| !q.is_empty()),
+        }
+    }
+}
+
+/// The four slots of a request.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct Slots {
+    /// What to work on: the feature, module or symbol.
+    #[schemars(required)]
+    pub target_feature: Option<Slot>,
+    /// When the problem happens (the condition that reproduces it).
+    #[schemars(required)]
+    pub trigger_condition: Option<Slot>,
+    /// What is wrong now, the problem motivating the change.
+    #[schemars(required)]
+    pub observed_issue: Option<Slot>,
+    /// What the user wants done.
+    #[schemars(required)]
+    pub desired_action: Option<Slot>,
+}
+
+impl Slots {
+    /// The slots by name, in the order the hints are given.
+    pub fn named(&self) -> [(&'static str, Option<&Slot>); 4] {
+        [
+            ("target_feature", self.target_feature.as_ref()),
+            ("trigger_condition", self.trigger_condition.as_ref()),
+            ("observed_issue", self.observed_issue.as_ref()),
+            ("desired_action", self.desired_action.as_ref()),
+        ]
+    }
+}
+
+/// Step 4: the request taken apart into slots, each backed by a quote of the user's words.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct QueryFramePayload {
+    /// The request's four slots, each {value, quote}. Leave value and quote empty for a slot
+    /// the request does not state; do not guess.
+    #[schemars(required)]
+    pub slots: Option<Slots>,
+    /// The kind of work: implement, modify, investigate or answer.
+    pub action_type: Option<String>,
+    /// Symbols or files the request names.
+    pub target_symbols: Option<Vec<String>>,
+    /// Where the work is confined (files, modules).
+    pub scope: Option<String>,
+    /// Constraints the request sets.
+    pub constraints: Option<String>,
+}
+
+/// Step 5: what exploration found.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct ExplorationPayload {
+    /// The files whose code you read or whose symbols you looked at (paths relative to the
+    /// repository root), at least one. Only explored files may be written in READY.
+    #[schemars(required, length(min = 1))]
+    pub explored_files: Option<Vec<String>>,
+    /// What you found and why it matters, citing file:line where you can; at least one.
+    #[schemars(required, length(min = 1))]
+    pub findings: Option<Vec<String>>,
+}
+
+/// Q1 (step 6): is SEMANTIC needed?
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct Q1Payload {
+    /// true: search semantically (SEMANTIC, with semantic_search) before going on; false: go
+    /// on to Q2.
+    #[schemars(required, with = "bool")]
+    pub needs_more_information: Option<Value>,
+    /// Why, in at least 10 characters (needs_more_information_reason is accepted too).
+    #[serde(alias = "needs_more_information_reason")]
+    #[schemars(required, with = "String", length(min = 10), regex(pattern = r"\S"))]
+    pub reason: Option<Value>,
+}
+
+/// Q2 (step 8): is VERIFICATION needed?
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct Q2Payload {
+    /// true: there are unverified hypotheses, weak evidence or conflicting results, so verify
+    /// them (VERIFICATION) next; false: go on to Q3.
+    #[schemars(required, with = "bool")]
+    pub has_unverified_hypotheses: Option<Value>,
+    /// Why, in at least 10 characters (has_unverified_hypotheses_reason is accepted too).
+    #[serde(alias = "has_unverified_hypotheses_reason")]
+    #[schemars(required, with = "String", length(min = 10), regex(pattern = r"\S"))]
+    pub reason: Option<Value>,
+}
+
+/// Q3 (step 10): is IMPACT_ANALYSIS needed?
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct Q3Payload {
+    /// true: the impact of the change on references and dependencies is not yet clear, so run
+    /// IMPACT_ANALYSIS next; false: it is clear.
+    #[schemars(required, with = "bool")]
+    pub needs_impact_analysis: Option<Value>,
+    /// Why, in at least 10 characters (needs_impact_analysis_reason is accepted too).
+    #[serde(alias = "needs_impact_analysis_reason")]
+    #[schemars(required, with = "String", length(min = 10), regex(pattern = r"\S"))]
+    pub reason: Option<Value>,
+}
+
+/// Step 7: what semantic search added.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct SemanticPayload {
+    /// The query you gave semantic_search.
+    pub search_query: Option<String>,
+    /// What you rely on from the results: chunk ids or file:line places with a word on each;
+    /// at least one.
+    #[schemars(required, with = "Vec<String>", length(min = 1))]
+    pub search_results: Option<Vec<Value>>,
+}
+
+/// One verified hypothesis.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct Hypothesis {
+    /// The hypothesis, in one sentence.
+    #[schemars(required, regex(pattern = r"\S"))]
+    pub hypothesis: Option<String>,
+    /// true when the evidence confirms it. false is refused: verify again until it holds, or
+    /// drop the hypothesis.
+    #[schemars(required)]
+    pub result: Option<Flag>,
+    /// file:line places or tool output that show it.
+    #[schemars(with = "String")]
+    pub evidence: Option<Value>,
+}
+
+/// Step 9: hypotheses checked one by one.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct VerificationPayload {
+    /// Each hypothesis with its result and evidence; at least one.
+    #[schemars(required, length(min = 1))]
+    pub hypotheses_verified: Option<Vec<Hypothesis>>,
+}
+
+/// Step 11: the impact of the change.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct ImpactAnalysisPayload {
+    /// What analyze_impact found, in your words: for example must_verify and should_verify
+    /// (files and why), and what you will check. Not empty.
+    #[schemars(required, with = "ImpactSummarySchema")]
+    pub impact_summary: Option<Value>,
+}
+
+/// `impact_summary`: an object with at least one entry (a non-empty string or list is accepted
+/// too, not advertised).
+struct ImpactSummarySchema;
+
+impl JsonSchema for ImpactSummarySchema {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ImpactSummary".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "object", "minProperties": 1})
+    }
+}
+
+/// A checklist item of a planned task: `{item}` (or, accepted, a plain string).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum PlannedItem {
+    Text(String),
+    Item(PlannedItemFields),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct PlannedItemFields {
+    /// A concrete implementation step, checkable on its own.
+    #[schemars(required, regex(pattern = r"\S"))]
+    pub item: Option<String>,
+    /// "pending" (the server tracks progress itself).
+    #[schemars(extend("const" = "pending"))]
+    pub status: Option<String>,
+}
+
+impl JsonSchema for PlannedItem {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PlannedItem".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        PlannedItemFields::json_schema(generator)
+    }
+}
+
+impl PlannedItem {
+    pub fn text(&self) -> &str {
+        match self {
+            PlannedItem::Text(s) => s.trim(),
+            PlannedItem::Item(f) => f.item.as_deref().unwrap_or("").trim(),
+        }
+    }
+}
+
+/// A task of the plan.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct PlannedTask {
+    /// A short id, unique in the plan (t1, t2, ...).
+    #[schemars(required, regex(pattern = r"\S"))]
+    pub id: Option<Text>,
+    /// What the task changes.
+    #[schemars(required, regex(pattern = r"\S"))]
+    pub description: Option<Text>,
+    /// "pending" for work to do; "completed" only for a task the server already recorded as
+    /// completed (resending a plan after a revert).
+    #[schemars(required, extend("enum" = ["pending", "completed"]))]
+    pub status: Option<String>,
+    /// The task's concrete implementation steps; at least one for a pending task.
+    pub checklist: Option<Vec<PlannedItem>>,
+}
+
+/// Step 12: the task list.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct ReadyPlanPayload {
+    /// The complete task list, in the order the tasks will be done; at least one pending.
+    #[schemars(required, length(min = 1))]
+    pub tasks: Option<Vec<PlannedTask>>,
+}
+
+/// A checklist item reported done or skipped.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct ReportedItem {
+    /// The item, exactly as registered in the plan.
+    #[schemars(required)]
+    pub item: Option<String>,
+    /// "done" (with evidence) or "skipped" (with a reason).
+    #[schemars(required, extend("enum" = ["done", "skipped"]))]
+    pub status: Option<String>,
+    /// For done: where the code is, as path:line or path:start-end (the lines must hold real
+    /// code, not a stub).
+    #[schemars(
+        regex(pattern = r"^[^\s:][^:]*:[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?$"),
+        extend("examples" = ["src/auth.py:42", "src/auth.py:42-58"])
+    )]
+    pub evidence: Option<String>,
+    /// For skipped: why the item is not needed, in at least 10 characters.
+    #[schemars(length(min = 10), regex(pattern = r"\S"))]
+    pub reason: Option<String>,
+}
+
+/// Step 13: one task done.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct ReadyImplPayload {
+    /// The task reported: the next pending one.
+    #[schemars(required)]
+    pub task_id: Option<Text>,
+    /// Every checklist item of the task, each done or skipped.
+    #[schemars(required)]
+    pub checklist: Option<Vec<ReportedItem>>,
+}
+
+/// Steps 14 and 19: a summary alone.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct SummaryOnlyPayload {}
+
+/// Step 15: the verifier's verdict.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct PostImplVerifyPayload {
+    /// true when the verification passed.
+    #[schemars(required)]
+    pub passed: Option<Flag>,
+    /// The verifier you followed (name or path under .code-intel/verifiers/).
+    pub verifier_used: Option<String>,
+    /// When it failed: the ids of the tasks that failed (none named: every task counts as
+    /// failed).
+    pub failed_tasks: Option<Vec<Text>>,
+    /// What was run and, on failure, what exactly failed.
+    pub details: Option<String>,
+}
+
+/// Step 16: the intervention carried out.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct VerifyInterventionPayload {
+    /// The intervention prompt you followed (name or path).
+    #[schemars(required, regex(pattern = r"\S"))]
+    pub prompt_used: Option<String>,
+    /// What you did, and what the plan should change.
+    #[schemars(required, regex(pattern = r"\S"))]
+    pub action_taken: Option<String>,
+}
+
+/// A reviewed file: `{file, decision, reason}` (or, accepted, a path alone, kept).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum ReviewedFile {
+    Path(String),
+    Decision(ReviewedFileFields),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct ReviewedFileFields {
+    /// The file, as review_changes lists it.
+    #[serde(alias = "path")]
+    #[schemars(required)]
+    pub file: Option<String>,
+    /// keep: commit it; discard: restore it to the base commit (a new file is deleted).
+    #[serde(alias = "action")]
+    #[schemars(required, extend("enum" = ["keep", "discard"]))]
+    pub decision: Option<String>,
+    /// Why; required for discard.
+    pub reason: Option<String>,
+}
+
+impl JsonSchema for ReviewedFile {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ReviewedFile".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        ReviewedFileFields::json_schema(generator)
+    }
+}
+
+/// Step 17: the review of the diff.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct PreCommitPayload {
+    /// The garbage-detection procedure you followed (name or path).
+    pub review_prompt_used: Option<String>,
+    /// Your decision on each changed file review_changes listed; files left out are kept.
+    pub reviewed_files: Option<Vec<ReviewedFile>>,
+    /// The message of the commit made on the task branch.
+    #[schemars(required, regex(pattern = r"\S"))]
+    pub commit_message: Option<String>,
+}
+
+/// Step 18: the quality review.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct QualityReviewPayload {
+    /// The quality checklist you followed (name or path).
+    pub quality_prompt_used: Option<String>,
+    /// Your score for the change, for example "8/10".
+    #[schemars(required)]
+    pub quality_score: Option<Text>,
+    /// Problems that must be fixed. Empty (or absent): the review passed and the session goes
+    /// on to MERGE; otherwise back to READY planning to fix them.
+    pub issues: Option<Vec<Text>>,
+}
+
+/// Text given as a string (a number or a bool is accepted and written out).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Text(pub String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(Text(s)),
+            Value::Number(n) => Ok(Text(n.to_string())),
+            Value::Bool(b) => Ok(Text(b.to_string())),
+            Value::Null => Ok(Text(String::new())),
+            other => Ok(Text(other.to_string())),
+        }
+    }
+}
+
+impl JsonSchema for Text {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "string".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        String::json_schema(generator)
+    }
+}
+
+impl Text {
+    pub fn trimmed(&self) -> &str {
+        self.0.trim()
+    }
+}
+
+/// A boolean (the strings "true" and "false" are accepted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flag(pub bool);
+
+impl<'de> Deserialize<'de> for Flag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Bool(b) => Ok(Flag(b)),
+            Value::String(s) if s.trim().eq_ignore_ascii_case("true") => Ok(Flag(true)),
+            Value::String(s) if s.trim().eq_ignore_ascii_case("false") => Ok(Flag(false)),
+            other => Err(serde::de::Error::custom(format!("expected true or false, got {other}"))),
+        }
+    }
+}
+
+impl JsonSchema for Flag {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "boolean".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        bool::json_schema(generator)
+    }
+}
+
+/// A phase's own part of a payload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    BranchIntervention(BranchInterventionPayload),
+    DocumentResearch(DocumentResearchPayload),
+    QueryFrame(Box<QueryFramePayload>),
+    Exploration(ExplorationPayload),
+    Q1(Q1Payload),
+    Semantic(SemanticPayload),
+    Q2(Q2Payload),
+    Verification(VerificationPayload),
+    Q3(Q3Payload),
+    ImpactAnalysis(ImpactAnalysisPayload),
+    ReadyPlan(ReadyPlanPayload),
+    ReadyImpl(ReadyImplPayload),
+    ReadyComplete,
+    PostImplVerify(PostImplVerifyPayload),
+    VerifyIntervention(VerifyInterventionPayload),
+    PreCommit(PreCommitPayload),
+    QualityReview(QualityReviewPayload),
+    Merge,
+}
+
+/// A decoded payload: the phase's fields, the common ones, and `tools_used`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload {
+    pub common: Common,
+    /// None when absent (allowed only in summary-only phases).
+    pub tools_used: Option<Vec<String>>,
+    pub body: Body,
+}
+
+impl Payload {
+    pub fn summary(&self) -> &str {
+        self.common.summary.as_deref().unwrap_or("").trim()
+    }
+}
+
+/// Why a payload was not decoded: a contract message and its variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub key: Msg,
+    pub vars: Vec<(&'static str, String)>,
+}
+
+impl Violation {
+    pub fn new(key: Msg) -> Violation {
+        Violation { key, vars: Vec::new() }
+    }
+    pub fn with(key: Msg, vars: &[(&'static str, &str)]) -> Violation {
+        Violation { key, vars: vars.iter().map(|(k, v)| (*k, (*v).to_owned())).collect() }
+    }
+}
+
+/// The READY substep a payload is for: a plan (`tasks`), a task (`task_id`), or the end.
+pub fn ready_step_of(data: &Map<String, Value>) -> ReadyStep {
+    if data.contains_key("tasks") {
+        ReadyStep::Plan
+    } else if data.contains_key("task_id") {
+        ReadyStep::Impl
+    } else {
+        ReadyStep::Complete
+    }
+}
+
+/// The contract key (`phases.<key>`) whose payload type answers for `phase` and the READY
+/// substep.
+pub fn payload_key(phase: Phase, ready: Option<ReadyStep>) -> &'static str {
+    super::phase::contract_key(phase, ready)
+}
+
+/// The gate fields, each in its own phase only.
+pub const GATE_FIELDS: &[(&str, Phase)] = &[
+    ("needs_more_information", Phase::Q1),
+    ("has_unverified_hypotheses", Phase::Q2),
+    ("needs_impact_analysis", Phase::Q3),
+];
+
+/// The lenient top-level forms of the query-frame slots.
+pub const SLOT_NAMES: &[&str] = &["target_feature", "trigger_condition", "observed_issue", "desired_action"];
+
+/// Reads `data` as the payload of `phase` (READY: of the substep its keys ask for).
+pub fn decode(phase: Phase, data: &Value) -> Result<Payload, Violation> {
+    let Some(obj) = data.as_object() else {
+        return Err(Violation::with(msg::INVALID_DATA, &[("error", "data must be a JSON object")]));
+    };
+    let ready = (phase == Phase::Ready).then(|| ready_step_of(obj));
+    let key = payload_key(phase, ready);
+    check_phase_keys(phase, key, obj)?;
+    let common: Common = parse(key, data)?;
+    let tools_used = if super::schema::asks_tools_used(key) {
+        parse::<ToolsUsed>(key, data)?.tools_used
+    } else {
+        parse::<OptionalToolsUsed>(key, data)?.tools_used
+    };
+    let body = match key {
+        "BRANCH_INTERVENTION" => Body::BranchIntervention(parse(key, data)?),
+        "DOCUMENT_RESEARCH" => Body::DocumentResearch(parse(key, data)?),
+        "QUERY_FRAME" => {
+            let mut frame: QueryFramePayload = parse(key, data)?;
+            // Slots at the top level count where `slots` leaves them out.
+            let top: Slots = parse(key, data)?;
+            let slots = frame.slots.get_or_insert_with(Slots::default);
+            slots.target_feature = slots.target_feature.take().or(top.target_feature);
+            slots.trigger_condition = slots.trigger_condition.take().or(top.trigger_condition);
+            slots.observed_issue = slots.observed_issue.take().or(top.observed_issue);
+            slots.desired_action = slots.desired_action.take().or(top.desired_action);
+            Body::QueryFrame(Box::new(frame))
+        }
+        "EXPLORATION" => Body::Exploration(parse(key, data)?),
+        "Q1" => Body::Q1(parse(key, data)?),
+        "SEMANTIC" => Body::Semantic(parse(key, data)?),
+        "Q2" => Body::Q2(parse(key, data)?),
+        "VERIFICATION" => Body::Verification(parse(key, data)?),
+        "Q3" => Body::Q3(parse(key, data)?),
+        "IMPACT_ANALYSIS" => Body::ImpactAnalysis(parse(key, data)?),
+        "READY_PLAN" => Body::ReadyPlan(parse(key, data)?),
+        "READY_IMPL" => Body::ReadyImpl(parse(key, data)?),
+        "READY_COMPLETE" => Body::ReadyComplete,
+        "POST_IMPL_VERIFY" => Body::PostImplVerify(parse(key, data)?),
+        "VERIFY_INTERVENTION" => Body::VerifyIntervention(parse(key, data)?),
+        "PRE_COMMIT" => Body::PreCommit(parse(key, data)?),
+        "QUALITY_REVIEW" => Body::QualityReview(parse(key, data)?),
+        "MERGE" => Body::Merge,
+        _ => return Err(Violation::with(msg::UNKNOWN_PHASE, &[("phase", phase.name())])),
+    };
+    Ok(Payload { common, tools_used, body })
+}
+
+/// The names of a payload type's own fields (its schema's properties), common fields aside.
+pub fn own_fields(key: &str) -> Vec<String> {
+    let mut fields = super::schema::body_fields(key);
+    if key == "QUERY_FRAME" {
+        fields.extend(SLOT_NAMES.iter().map(|s| (*s).to_owned()));
+    }
+    fields
+}
+
+/// A payload meant for another phase: task registration or completion outside READY, a gate's
+/// answer outside its gate, or only another phase's fields.
+fn check_phase_keys(phase: Phase, key: &str, obj: &Map<String, Value>) -> Result<(), Violation> {
+    if phase != Phase::Ready {
+        if obj.contains_key("tasks") {
+            return Err(Violation::new(msg::PHASE_MISMATCH_REGISTER));
+        }
+        if obj.contains_key("task_id") {
+            return Err(Violation::new(msg::PHASE_MISMATCH_COMPLETE));
+        }
+    }
+    let mismatch =
+        |other: &str| Violation::with(msg::PAYLOAD_MISMATCH, &[("phase", phase.name()), ("other_phase", other)]);
+    for (field, gate) in GATE_FIELDS {
+        if *gate != phase && obj.contains_key(*field) {
+            return Err(mismatch(gate.name()));
+        }
+    }
+    let own = own_fields(key);
+    if own.iter().any(|k| obj.contains_key(k)) {
+        return Ok(());
+    }
+    for other in Phase::ALL.iter().filter(|p| **p != phase && **p != Phase::SessionComplete) {
+        let theirs = own_fields(payload_key(*other, None));
+        if theirs.iter().any(|k| obj.contains_key(k) && !own.contains(k)) {
+            return Err(mismatch(other.name()));
+        }
+    }
+    Ok(())
+}
+
+/// Deserializes `T` from the whole payload object; a type error becomes the contract's message
+/// for that field, or `payload_invalid` naming the field and what was expected.
+fn parse<T: serde::de::DeserializeOwned>(key: &str, data: &Value) -> Result<T, Violation> {
+    serde_path_to_error::deserialize(data).map_err(|e| {
+        let path = e.path().to_string();
+        let top = path.split(['.', '[']).next().unwrap_or("").to_owned();
+        let specific = match (key, top.as_str()) {
+            (_, "summary") => Some(msg::SUMMARY_REQUIRED),
+            (_, "tools_used") => Some(msg::TOOLS_USED_INVALID),
+            ("BRANCH_INTERVENTION", "choice") => Some(msg::INVALID_CHOICE),
+            _ => None,
+        };
+        match specific {
+            Some(m) => Violation::new(m),
+            None => Violation::with(msg::PAYLOAD_INVALID, &[("path", &path), ("error", &e.inner().to_string())]),
+        }
+    })
+}

@@ -1,0 +1,265 @@
+//! What the engine answers, as types: a phase response (success, and the body of
+//! `get_session_status`), and a refusal. The MCP edge serializes them; nothing here is JSON
+//! text.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::flow;
+use super::phase::{self, Phase};
+use super::schema;
+use super::state::{Checkpoint, Counters, Flags, Intent, ItemStatus, SessionState, TaskStatus};
+use crate::contract::Contract;
+use crate::contract::catalogue::{self as msg, Msg};
+
+/// Where the session is and what to send next.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseResponse {
+    pub success: bool,
+    pub session_id: String,
+    pub phase: &'static str,
+    pub step: u8,
+    /// READY_PLAN, READY_IMPL or READY_COMPLETE while in READY.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_substep: Option<&'static str>,
+    pub instruction: String,
+    /// Each field of the payload with its type and what it is for (read off the schema).
+    pub expected_payload: Map<String, Value>,
+    /// The JSON Schema (draft 2020-12) a payload for this phase must satisfy.
+    pub expected_payload_schema: Value,
+    /// The tool to call next.
+    pub call: &'static str,
+    pub compaction_count: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_progress: Option<TaskProgress>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_complete: Option<bool>,
+    /// How the session ended, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unresolved_issues: Option<Vec<String>>,
+    /// Slots of the query frame left empty: what is still unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_frame_hints: Option<Vec<String>>,
+    /// The summaries of the phases so far, after a compaction_count mismatch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase_summaries: Option<BTreeMap<String, String>>,
+}
+
+/// `get_session_status`: the phase response plus the session's bookkeeping.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionStatus {
+    #[serde(flatten)]
+    pub response: PhaseResponse,
+    pub completed_steps: Vec<u8>,
+    pub intent: Intent,
+    pub flags: Flags,
+    pub counters: Counters,
+    /// How many files may be written in READY.
+    pub explored_files: usize,
+    pub task_branch: Option<String>,
+    pub base_branch: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskProgress {
+    pub total: usize,
+    pub completed: usize,
+    pub pending: usize,
+    pub next_task: Option<NextTask>,
+    pub tasks: Vec<TaskLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NextTask {
+    pub id: String,
+    pub description: String,
+    pub checklist: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskLine {
+    pub id: String,
+    pub status: TaskStatus,
+    pub checklist_total: usize,
+    pub checklist_done: usize,
+    pub failure_count: u32,
+}
+
+/// A refused submit (sent with `isError`). The session did not change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Refusal {
+    /// The contract message this refusal carries.
+    #[serde(skip)]
+    pub key: Msg,
+    pub success: bool,
+    pub error: String,
+    pub message: String,
+    pub session_id: String,
+    pub current_phase: &'static str,
+    pub step: u8,
+    pub instruction: String,
+    pub expected_payload: Map<String, Value>,
+    pub expected_payload_schema: Value,
+    pub call: &'static str,
+    pub compaction_count: u64,
+    pub hint: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requires_user_intervention: Option<bool>,
+    /// What to tell the user, when the failure needs them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_instruction: Option<String>,
+    /// What went wrong, when git work failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<String>,
+    /// The summaries of the phases so far, when compaction_count did not match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase_summaries: Option<BTreeMap<String, String>>,
+}
+
+/// The response for the session's current phase.
+pub fn for_phase(contract: &Contract, session: &Checkpoint) -> PhaseResponse {
+    let state = &session.orchestrator_state;
+    let (phase, ready) = (state.phase(), state.ready_step());
+    let (expected_payload, expected_payload_schema) = expected(state);
+    PhaseResponse {
+        success: true,
+        session_id: state.session_id.clone(),
+        phase: phase.name(),
+        step: phase::step(phase, ready),
+        ready_substep: (phase == Phase::Ready).then(|| phase::contract_key(phase, ready)),
+        instruction: instruction(contract, state),
+        expected_payload,
+        expected_payload_schema,
+        call: if state.is_complete() { "start_session" } else { "submit_phase" },
+        compaction_count: state.compaction_count,
+        task_progress: (phase == Phase::Ready).then(|| task_progress(state)),
+        all_complete: None,
+        message: None,
+        warning: None,
+        unresolved_issues: None,
+        query_frame_hints: None,
+        phase_summaries: None,
+    }
+}
+
+/// `get_session_status`'s body.
+pub fn status(contract: &Contract, session: &Checkpoint) -> SessionStatus {
+    let st = &session.orchestrator_state;
+    let mut response = for_phase(contract, session);
+    response.phase_summaries = Some(session.summaries());
+    SessionStatus {
+        response,
+        completed_steps: st.completed_steps.clone(),
+        intent: st.intent,
+        flags: st.flags,
+        counters: st.counters,
+        explored_files: st.explored_files.len(),
+        task_branch: st.task_branch.clone(),
+        base_branch: st.base_branch.clone(),
+    }
+}
+
+/// A refusal, boxed: it is large, and it travels up through every check.
+pub type Refused = Box<Refusal>;
+
+/// A refusal carrying `key` and the re-instruction for the unchanged session.
+pub fn refusal(contract: &Contract, session: &Checkpoint, key: Msg, vars: &[(&str, &str)]) -> Refused {
+    let state = &session.orchestrator_state;
+    let (phase, ready) = (state.phase(), state.ready_step());
+    let m = contract.error(&key, vars);
+    let (expected_payload, expected_payload_schema) = expected(state);
+    Box::new(Refusal {
+        key,
+        success: false,
+        error: m.error,
+        message: m.message,
+        session_id: state.session_id.clone(),
+        current_phase: phase.name(),
+        step: phase::step(phase, ready),
+        instruction: instruction(contract, state),
+        expected_payload,
+        expected_payload_schema,
+        call: "submit_phase",
+        compaction_count: state.compaction_count,
+        hint: contract.message(&msg::PHASE_BLOCKED_HINT, &[]),
+        requires_user_intervention: contract.requires_user(&key).then_some(true),
+        user_instruction: contract.user_instruction(&key),
+        details: None,
+        phase_summaries: None,
+    })
+}
+
+fn expected(state: &SessionState) -> (Map<String, Value>, Value) {
+    if state.is_complete() {
+        return (Map::new(), Value::Object(Map::new()));
+    }
+    let schema = schema::for_state(schema::key_for(state), state);
+    (schema::describe(&schema), schema)
+}
+
+/// The phase's instruction from the contract, with what the session adds to it: the request
+/// to quote (QUERY_FRAME), the task at hand (READY), why planning came back (after a revert),
+/// and the escalation after repeated interventions.
+pub fn instruction(contract: &Contract, state: &SessionState) -> String {
+    let (phase, ready) = (state.phase(), state.ready_step());
+    if phase == Phase::SessionComplete {
+        return contract.message(&msg::SESSION_COMPLETE, &[]);
+    }
+    if phase == Phase::VerifyIntervention && state.counters.intervention_count >= flow::INTERVENTIONS_BEFORE_ESCALATION
+    {
+        let count = state.counters.intervention_count.to_string();
+        return format!(
+            "{}\n{}",
+            contract.message(&msg::ESCALATION_COUNT, &[("count", &count)]),
+            contract.message(&msg::USER_ESCALATION, &[])
+        );
+    }
+    let key = phase::contract_key(phase, ready);
+    let mut text = match key {
+        "QUERY_FRAME" => contract.instruction(key, &[("query", &state.query)]),
+        "READY_IMPL" => {
+            let next = state.pending_tasks().next().map(|t| t.id.as_str()).unwrap_or("");
+            contract.instruction(key, &[("task_id", next)])
+        }
+        _ => contract.instruction(key, &[]),
+    };
+    if key == "READY_PLAN"
+        && let Some(reason) = &state.revert_reason
+    {
+        let tasks: Vec<String> = state.tasks.iter().map(|t| format!("{} ({:?})", t.id, t.status)).collect();
+        let note = contract.message(&msg::REVERT_TO_PLANNING, &[("reason", reason), ("tasks", &tasks.join(", "))]);
+        text = format!("{note}\n{text}");
+    }
+    text
+}
+
+fn task_progress(state: &SessionState) -> TaskProgress {
+    let completed = state.tasks.iter().filter(|t| t.status == TaskStatus::Completed).count();
+    TaskProgress {
+        total: state.tasks.len(),
+        completed,
+        pending: state.tasks.len() - completed,
+        next_task: state.pending_tasks().next().map(|t| NextTask {
+            id: t.id.clone(),
+            description: t.description.clone(),
+            checklist: t.checklist.iter().map(|c| c.item.clone()).collect(),
+        }),
+        tasks: state
+            .tasks
+            .iter()
+            .map(|t| TaskLine {
+                id: t.id.clone(),
+                status: t.status,
+                checklist_total: t.checklist.len(),
+                checklist_done: t.checklist.iter().filter(|c| c.status != ItemStatus::Pending).count(),
+                failure_count: t.failure_count,
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,172 @@
+//! READY's tasks: the plan (step 12) and each task's completion with `file:line` evidence
+//! (step 13). The server keeps its own failure counts and completion records: a plan cannot
+//! reset the one or forge the other.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::evidence::{self, EvidenceFile};
+use super::payload::{ReadyImplPayload, ReadyPlanPayload};
+use super::response::{self, Refused};
+use super::state::{ChecklistItem, Checkpoint, ItemStatus, SessionState, Task, TaskStatus};
+use super::submit::{Facts, MIN_REASON_CHARS};
+use crate::contract::Contract;
+use crate::contract::catalogue::{self as msg, Msg};
+
+/// Step 12: the complete task list, accepted idempotently.
+pub fn plan(contract: &Contract, session: &Checkpoint, p: &ReadyPlanPayload) -> Result<Vec<Task>, Refused> {
+    let fail = |key: Msg, vars: &[(&str, &str)]| response::refusal(contract, session, key, vars);
+    let list = p.tasks.as_deref().unwrap_or_default();
+    if list.is_empty() {
+        return Err(fail(msg::EMPTY_TASKS, &[]));
+    }
+    let known: BTreeMap<&str, &Task> = session.orchestrator_state.tasks.iter().map(|t| (t.id.as_str(), t)).collect();
+    let mut seen = BTreeSet::new();
+    let mut tasks = Vec::new();
+    for raw in list {
+        let id = raw.id.as_ref().map(|t| t.trimmed()).unwrap_or("").to_owned();
+        let description = raw.description.as_ref().map(|t| t.trimmed()).unwrap_or("").to_owned();
+        if id.is_empty() || description.is_empty() {
+            return Err(fail(msg::TASK_FIELDS_REQUIRED, &[]));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(fail(msg::DUPLICATE_TASK_IDS, &[]));
+        }
+        let completed = raw.status.as_deref().map(str::trim) == Some("completed");
+        let previous = known.get(id.as_str());
+        if completed && previous.is_none_or(|t| t.status != TaskStatus::Completed) {
+            return Err(fail(msg::COMPLETED_UNKNOWN_TASK, &[("task_id", &id)]));
+        }
+        let checklist: Vec<ChecklistItem> = match previous.filter(|_| completed) {
+            Some(t) => t.checklist.clone(),
+            None => {
+                let items: Vec<&str> = raw.checklist.iter().flatten().map(|c| c.text()).collect();
+                if items.iter().any(|i| i.is_empty()) {
+                    return Err(fail(msg::CHECKLIST_REQUIRED, &[("task_id", &id)]));
+                }
+                items
+                    .into_iter()
+                    .map(|item| ChecklistItem {
+                        item: item.to_owned(),
+                        status: ItemStatus::Pending,
+                        evidence: None,
+                        reason: None,
+                    })
+                    .collect()
+            }
+        };
+        if !completed && checklist.is_empty() {
+            return Err(fail(msg::CHECKLIST_REQUIRED, &[("task_id", &id)]));
+        }
+        tasks.push(Task {
+            id: id.clone(),
+            description,
+            status: if completed { TaskStatus::Completed } else { TaskStatus::Pending },
+            checklist,
+            failure_count: previous.map_or(0, |t| t.failure_count),
+            revert_reason: previous.map(|t| t.revert_reason.clone()).unwrap_or_default(),
+        });
+    }
+    if !tasks.iter().any(|t| t.status == TaskStatus::Pending) {
+        return Err(fail(msg::NO_PENDING_TASKS, &[]));
+    }
+    Ok(tasks)
+}
+
+/// Step 13: one task reported done, in registration order, with its whole checklist. Marks it
+/// completed in `next`.
+pub fn complete(
+    contract: &Contract,
+    session: &Checkpoint,
+    next: &mut SessionState,
+    p: &ReadyImplPayload,
+    facts: &Facts,
+) -> Result<(), Refused> {
+    let fail = |key: Msg, vars: &[(&str, &str)]| response::refusal(contract, session, key, vars);
+    let state = &session.orchestrator_state;
+    let task_id = p.task_id.as_ref().map(|t| t.trimmed()).unwrap_or("");
+    if state.tasks.is_empty() {
+        return Err(fail(msg::NO_TASKS, &[]));
+    }
+    let Some(index) = state.tasks.iter().position(|t| t.id == task_id) else {
+        return Err(fail(msg::UNKNOWN_TASK, &[("task_id", task_id)]));
+    };
+    if state.tasks[index].status == TaskStatus::Completed {
+        return Err(fail(msg::ALREADY_COMPLETED, &[("task_id", task_id)]));
+    }
+    if let Some(expected) = state.pending_tasks().next()
+        && expected.id != task_id
+    {
+        return Err(fail(msg::WRONG_ORDER, &[("expected_task", &expected.id), ("task_id", task_id)]));
+    }
+    let reported = p.checklist.as_deref().unwrap_or_default();
+    let registered = &state.tasks[index].checklist;
+    let reported_items: BTreeSet<&str> = reported.iter().filter_map(|c| c.item.as_deref()).map(str::trim).collect();
+    let registered_items: BTreeSet<&str> = registered.iter().map(|c| c.item.as_str()).collect();
+    if reported_items != registered_items || reported.len() != registered.len() {
+        return Err(fail(msg::CHECKLIST_ITEMS_MISMATCH, &[]));
+    }
+    let mut checked = Vec::new();
+    for item in reported {
+        let name = item.item.as_deref().unwrap_or("").trim().to_owned();
+        match item.status.as_deref().map(str::trim) {
+            Some("done") => {
+                let Some(evidence) = item.evidence.as_deref().filter(|e| !e.trim().is_empty()) else {
+                    return Err(fail(msg::CHECKLIST_EVIDENCE_REQUIRED, &[("item", &name)]));
+                };
+                check_evidence(&fail, evidence, facts)?;
+                checked.push(ChecklistItem {
+                    item: name,
+                    status: ItemStatus::Done,
+                    evidence: Some(evidence.trim().to_owned()),
+                    reason: None,
+                });
+            }
+            Some("skipped") => {
+                let reason = item.reason.as_deref().unwrap_or("");
+                if reason.trim().is_empty() || reason.chars().count() < MIN_REASON_CHARS {
+                    return Err(fail(msg::CHECKLIST_REASON_REQUIRED, &[("item", &name)]));
+                }
+                checked.push(ChecklistItem {
+                    item: name,
+                    status: ItemStatus::Skipped,
+                    evidence: None,
+                    reason: Some(reason.trim().to_owned()),
+                });
+            }
+            _ => return Err(fail(msg::CHECKLIST_ITEM_PENDING, &[("item", &name)])),
+        }
+    }
+    let task = &mut next.tasks[index];
+    task.checklist = checked;
+    task.status = TaskStatus::Completed;
+    Ok(())
+}
+
+/// Builds the refusal for a READY failure and its placeholders.
+type Fail<'a> = dyn Fn(Msg, &[(&str, &str)]) -> Refused + 'a;
+
+fn check_evidence(fail: &Fail, evidence: &str, facts: &Facts) -> Result<(), Refused> {
+    let Some(r) = evidence::parse_any_order(evidence) else {
+        return Err(fail(msg::CHECKLIST_EVIDENCE_FORMAT_INVALID, &[("evidence", evidence)]));
+    };
+    if r.start > r.end {
+        return Err(fail(msg::CHECKLIST_EVIDENCE_RANGE_REVERSED, &[("evidence", evidence)]));
+    }
+    match facts.evidence.get(&r.path) {
+        Some(EvidenceFile::Outside) => Err(fail(msg::CHECKLIST_EVIDENCE_OUTSIDE_REPO, &[("file_path", &r.path)])),
+        None | Some(EvidenceFile::Missing) => {
+            Err(fail(msg::CHECKLIST_EVIDENCE_FILE_NOT_FOUND, &[("file_path", &r.path)]))
+        }
+        Some(EvidenceFile::Lines(lines)) => {
+            let total = lines.len();
+            if r.end > total {
+                let (line, total) = (r.end.to_string(), total.to_string());
+                return Err(fail(msg::CHECKLIST_EVIDENCE_LINE_OUT_OF_RANGE, &[("line", &line), ("total", &total)]));
+            }
+            if evidence::is_empty_implementation(&r.path, &lines[r.start - 1..r.end]) {
+                return Err(fail(msg::CHECKLIST_EVIDENCE_EMPTY_IMPL, &[("evidence", evidence)]));
+            }
+            Ok(())
+        }
+    }
+}
