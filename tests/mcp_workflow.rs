@@ -579,3 +579,116 @@ async fn hooks_status_and_clean_follow_the_session() {
     fsck_clean(root);
     client.cancel().await.unwrap();
 }
+
+/// A leftover task branch while HEAD is on `main` (the user switched back after an aborted
+/// session): `continue` keeps the old branch and gives this session a task branch of its own,
+/// so PRE_COMMIT and MERGE work without the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continue_from_the_base_branch_reaches_merge() {
+    let repo = repo();
+    let root = repo.path();
+    git(root, &["checkout", "-q", "-b", "llm_task_20260101_000000_deadbeef_from_main"]);
+    std::fs::write(root.join("docs/old.md"), "work of an aborted session\n").unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "aborted work"]);
+    git(root, &["checkout", "-q", "main"]);
+    let client = connect(root).await;
+    let r = start(&client, "IMPLEMENT", json!({"no_verify": true, "no_quality": true, "no_doc_research": true})).await;
+    assert_eq!(r["phase"], "BRANCH_INTERVENTION");
+    assert_eq!(r["stale_branches"][0]["current"], false);
+    submit(&client, json!({"choice": "continue", "tools_used": [], "summary": "keep the old branch"})).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    explore(&client).await;
+    gates_no(&client).await;
+    let r = plan_and_implement(&client, root).await;
+    assert_eq!(r["phase"], "PRE_COMMIT", "{r}");
+    let branch = r["task_branch"].as_str().unwrap().to_owned();
+    assert!(branch.starts_with("llm_task_") && branch.ends_with("_from_main") && !branch.contains("deadbeef"));
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), branch);
+    ok(&client, "review_changes", json!({})).await;
+    let r = submit(&client, json!({"review_prompt_used": "garbage_detection.md", "reviewed_files": [{"file": "src/auth.py", "decision": "keep"}],
+                                   "commit_message": "Add refresh_token", "tools_used": ["review_changes"], "summary": "reviewed"})).await;
+    assert_eq!(r["phase"], "MERGE");
+    let r = submit(&client, json!({"summary": "merge it"})).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE", "{r}");
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert!(std::fs::read_to_string(root.join("src/auth.py")).unwrap().contains("def refresh_token"));
+    let branches = git(root, &["branch", "--format=%(refname:short)"]);
+    assert!(branches.contains("deadbeef"), "the old branch is kept: {branches}");
+    assert!(!branches.contains(&branch), "the session's branch is merged and gone: {branches}");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+/// Only files the agent saw the content or symbols of may be written: listing every file with
+/// search_files explores none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_listing_is_not_exploring() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client, "IMPLEMENT", json!({"no_doc_research": true})).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    let listed = ok(&client, "search_files", json!({"pattern": "**/*"})).await;
+    assert!(listed["files"].as_array().unwrap().len() >= 4, "{listed}");
+    let defs = ok(&client, "find_definitions", json!({"symbol": "validate_token"})).await;
+    assert_eq!(defs["definitions"][0]["file"], "src/auth.py");
+    submit(
+        &client,
+        json!({"explored_files": ["src/app.py"], "findings": ["validate_token at src/auth.py:12"],
+               "tools_used": ["search_files", "find_definitions"], "summary": "explored"}),
+    )
+    .await;
+    gates_no(&client).await;
+    submit(
+        &client,
+        json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i"}]}],
+                           "tools_used": [], "summary": "plan"}),
+    )
+    .await;
+    let allowed = |file: &str| {
+        let client = &client;
+        let file = file.to_owned();
+        async move { call(client, "check_write_target", json!({"file_path": file})).await.is_error != Some(true) }
+    };
+    assert!(allowed("src/auth.py").await, "shown by find_definitions");
+    assert!(allowed("src/app.py").await, "named in explored_files");
+    assert!(!allowed("tests/test_auth.py").await, "only listed by search_files");
+    assert!(!allowed("config.yaml").await, "only listed by search_files");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+/// An agent that lost its context sends compaction_count + 1; when that first payload is
+/// refused, the refusal carries the summaries too, and nothing is adopted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_submit_after_a_compaction_returns_the_summaries() {
+    let repo = repo();
+    let client = connect(repo.path()).await;
+    start(&client, "INVESTIGATE", json!({})).await;
+    submit(&client, json!({"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "docs read"})).await;
+    let r = reject(
+        &client,
+        json!({"slots": {}, "tools_used": [], "summary": "", "compaction_count": 1}),
+        "payload_mismatch",
+    )
+    .await;
+    assert_eq!(r["phase_summaries"]["step_03_DOCUMENT_RESEARCH"], "docs read", "{r}");
+    assert_eq!(r["compaction_count"], 0, "a refusal adopts nothing");
+    // A payload of the wrong shape gets them too.
+    let r = reject(&client, json!({"tasks": "x", "compaction_count": 1}), "phase_mismatch").await;
+    assert_eq!(r["phase_summaries"]["step_03_DOCUMENT_RESEARCH"], "docs read", "{r}");
+    // Echoing the current count: no summaries.
+    let r = reject(
+        &client,
+        json!({"slots": {}, "tools_used": [], "summary": "", "compaction_count": 0}),
+        "payload_mismatch",
+    )
+    .await;
+    assert!(r.get("phase_summaries").is_none(), "{r}");
+    let r = submit(&client, json!({"slots": {}, "tools_used": [], "summary": "frame", "compaction_count": 1})).await;
+    assert_eq!(r["compaction_count"], 1);
+    assert_eq!(r["phase_summaries"]["step_03_DOCUMENT_RESEARCH"], "docs read");
+    fsck_clean(repo.path());
+    client.cancel().await.unwrap();
+}

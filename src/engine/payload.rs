@@ -38,9 +38,9 @@ pub struct Common {
 /// `tools_used`, asked for in every phase except READY completion and MERGE.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 pub struct ToolsUsed {
-    /// The tools you used in this phase (may be empty). Names of this server's tools are
-    /// checked against the calls it served in this phase; other names (Read, Grep, ...) are
-    /// accepted and count for nothing.
+    /// The tools you used in this phase. Names of this server's tools are checked against the
+    /// calls it served in this phase; other names (Read, Grep, ...) are accepted and count for
+    /// nothing.
     #[schemars(required, extend("uniqueItems" = true))]
     pub tools_used: Option<Vec<String>>,
 }

@@ -217,18 +217,27 @@ pub fn for_state(key: &str, state: &SessionState) -> Value {
 fn plan_schema(props: &mut Map<String, Value>, state: &SessionState) {
     let Some(tasks) = props.get_mut("tasks").and_then(Value::as_object_mut) else { return };
     let Some(item) = tasks.get_mut("items").and_then(Value::as_object_mut) else { return };
-    let pending = json!({
-        "properties": {
-            "status": {"const": "pending"},
-            "checklist": {"minItems": 1},
-        },
-        "required": ["checklist"],
-    });
     let completed: Vec<&str> =
         state.tasks.iter().filter(|t| t.status == TaskStatus::Completed).map(|t| t.id.as_str()).collect();
     if completed.is_empty() {
-        item.insert("allOf".into(), json!([pending]));
+        // Every task is pending, so every task needs a checklist.
+        if let Some(props) = item.get_mut("properties").and_then(Value::as_object_mut) {
+            if let Some(status) = props.get_mut("status").and_then(Value::as_object_mut) {
+                status.remove("enum");
+                status.insert("const".into(), json!("pending"));
+            }
+            if let Some(list) = props.get_mut("checklist").and_then(Value::as_object_mut) {
+                list.insert("minItems".into(), json!(1));
+            }
+        }
+        if let Some(Value::Array(required)) = item.get_mut("required") {
+            required.push(json!("checklist"));
+        }
     } else {
+        let pending = json!({
+            "properties": {"status": {"const": "pending"}, "checklist": {"minItems": 1}},
+            "required": ["checklist"],
+        });
         let done = json!({"properties": {"status": {"const": "completed"}, "id": {"enum": completed}}});
         item.insert("anyOf".into(), json!([pending, done]));
     }
@@ -315,6 +324,12 @@ fn type_of(s: &Value) -> String {
             format!("list[{}]", s.get("items").map(type_of).unwrap_or_else(|| "any".into()))
         }
         Some("object") => match s.get("properties").and_then(Value::as_object) {
+            Some(_) if s.get("anyOf").is_some() => {
+                let mut base = s.clone();
+                let alternatives = base.as_object_mut().and_then(|o| o.remove("anyOf")).unwrap_or(Value::Null);
+                let rules: Vec<String> = alternatives.as_array().into_iter().flatten().map(rule_of).collect();
+                format!("{} where {}", type_of(&base), rules.join(" or "))
+            }
             Some(props) => {
                 let required: Vec<&str> = s
                     .get("required")
@@ -339,6 +354,26 @@ fn type_of(s: &Value) -> String {
     }
 }
 
+/// One alternative of an `anyOf`, as a rule: `status "done" with evidence`.
+fn rule_of(alt: &Value) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for (name, p) in alt.get("properties").and_then(Value::as_object).into_iter().flatten() {
+        if let Some(c) = p.get("const") {
+            parts.push(format!("{name} {c}"));
+        } else if let Some(e) = p.get("enum") {
+            parts.push(format!("{name} in {e}"));
+        } else if let Some(n) = p.get("minItems") {
+            parts.push(format!("{name} with at least {n}"));
+        }
+    }
+    let needs: Vec<&str> =
+        alt.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    if !needs.is_empty() {
+        parts.push(format!("needs {}", needs.join(", ")));
+    }
+    format!("({})", parts.join(", "))
+}
+
 fn constraints_of(s: &Value) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(n) = s.get("minItems").and_then(Value::as_u64).filter(|n| *n > 0) {
@@ -350,6 +385,12 @@ fn constraints_of(s: &Value) -> Vec<String> {
     }
     if s.get("maxItems").and_then(Value::as_u64) == Some(0) {
         out.push("empty".into());
+    } else if s.get("type").and_then(Value::as_str) == Some("array")
+        && s.get("minItems").is_none()
+        && s.get("contains").is_none()
+        && s.get("allOf").is_none()
+    {
+        out.push("may be empty".into());
     }
     if let Some(n) = s.get("minLength").and_then(Value::as_u64) {
         out.push(format!("at least {n} characters"));
