@@ -63,6 +63,9 @@ pub enum Command {
         #[arg(long)]
         share: bool,
     },
+    /// Print the phase contract in effect (the defaults with .code-intel/phase_contract.yml
+    /// applied) as YAML; what the contract lint finds in it goes to stderr.
+    Contract,
     /// Hooks for coding agents (reads the agent's hook JSON on stdin).
     #[command(subcommand)]
     Hook(HookCommand),
@@ -250,6 +253,14 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
     match command {
         Command::Serve => 0,
         Command::Status => status(ws, json),
+        Command::Contract => {
+            print!("{}", ws.contract.to_yaml());
+            let issues = crate::contract::lint::lint(&ws.contract, &crate::mcp::vocabulary());
+            for issue in &issues {
+                eprintln!("lint: {issue}");
+            }
+            i32::from(!issues.is_empty())
+        }
         Command::Clean { confirm } => {
             let removed = match crate::gitstore::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
                 Ok(n) => n,

@@ -19,7 +19,7 @@ fn owned_files() -> Vec<(&'static str, &'static str)> {
     vec![
         (".code-intel/config.json", include_str!("../templates/init/config.json")),
         (".code-intel/context.yml", include_str!("../templates/init/context.yml")),
-        (".code-intel/phase_contract.yml", include_str!("../templates/phase_contract.yml")),
+        (".code-intel/phase_contract.yml", include_str!("../templates/init/phase_contract.yml")),
         (".code-intel/task_planning.md", include_str!("../templates/init/task_planning.md")),
         (".code-intel/user_escalation.md", include_str!("../templates/init/user_escalation.md")),
         (".code-intel/verifiers/tests.md", include_str!("../templates/init/verifiers/tests.md")),

@@ -47,6 +47,7 @@ pub struct CodeIntelServer {
 impl CodeIntelServer {
     pub fn new(ws: Workspace) -> Self {
         let sessions = Sessions::open(&ws);
+        lint_project_contract(&ws);
         if ws.config.sync_on_start && ws.semantic.available() {
             // sync_on_start: bring the Forest up to date in the background while the agent
             // starts its session; searches made meanwhile get partial results.
@@ -459,6 +460,51 @@ pub fn served_tools() -> Vec<rmcp::model::Tool> {
     let mut tools = annotated_router().list_all();
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     tools
+}
+
+/// What the phase contract may name: the served tools, and every parameter, output field,
+/// payload field, response field and config key the server knows. The contract lint checks text against it.
+pub fn vocabulary() -> crate::contract::lint::Vocabulary {
+    use crate::contract::lint::property_names;
+    let tools = served_tools();
+    let mut words = std::collections::BTreeSet::new();
+    for tool in &tools {
+        property_names(&serde_json::Value::Object((*tool.input_schema).clone()), &mut words);
+        if let Some(out) = &tool.output_schema {
+            property_names(&serde_json::Value::Object((**out).clone()), &mut words);
+        }
+    }
+    for key in crate::engine::schema::PAYLOAD_KEYS {
+        property_names(crate::engine::schema::base(key), &mut words);
+    }
+    let answers = [
+        schemars::schema_for!(crate::session::SessionReply),
+        schemars::schema_for!(crate::session::StatusReply),
+        schemars::schema_for!(crate::session::SessionError),
+        schemars::schema_for!(crate::session::WriteCheck),
+        schemars::schema_for!(crate::session::ExploredAdded),
+        schemars::schema_for!(crate::session::ReviewReply),
+        schemars::schema_for!(crate::session::CleanupReply),
+    ];
+    for schema in answers {
+        property_names(schema.as_value(), &mut words);
+    }
+    // The keys of .code-intel/config.json, which messages point the user to.
+    if let Ok(serde_json::Value::Object(config)) = serde_json::to_value(crate::config::Config::default()) {
+        words.extend(config.keys().cloned());
+    }
+    crate::contract::lint::Vocabulary { tools: tools.iter().map(|t| t.name.to_string()).collect(), words }
+}
+
+/// Logs what the contract lint finds in a project's override of the contract: wording that
+/// names tools this server does not serve, or leaves a placeholder unfilled.
+fn lint_project_contract(ws: &Workspace) {
+    if !ws.repo.root().join(crate::contract::OVERRIDE_PATH).is_file() {
+        return;
+    }
+    for issue in crate::contract::lint::lint(&ws.contract, &vocabulary()) {
+        tracing::warn!("{}: {issue}", crate::contract::OVERRIDE_PATH);
+    }
 }
 
 /// Serves MCP over stdin/stdout until the client closes stdin.

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::branches;
@@ -30,7 +31,7 @@ use crate::workspace::Workspace;
 type EffectFailure = (Msg, Vec<(&'static str, String)>, String);
 
 /// Why a session tool did not do what was asked.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum SessionError {
     /// A refused submit, with the re-instruction for the unchanged phase.
@@ -40,7 +41,7 @@ pub enum SessionError {
 
 /// A session tool's error: a code and a message from the contract, and what else the agent
 /// needs to act on it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 pub struct ErrorBody {
     pub success: bool,
     pub error: String,
@@ -78,7 +79,7 @@ impl SessionError {
 pub type SessionResult<T> = Result<T, SessionError>;
 
 /// start_session and submit_phase: the phase response, and what the adapter adds to it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SessionReply {
     #[serde(flatten)]
     pub response: PhaseResponse,
@@ -91,14 +92,14 @@ pub struct SessionReply {
 }
 
 /// get_session_status.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum StatusReply {
     Active(Box<ActiveStatus>),
     Inactive(InactiveStatus),
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ActiveStatus {
     #[serde(flatten)]
     pub status: SessionStatus,
@@ -107,7 +108,7 @@ pub struct ActiveStatus {
     pub checkpoint: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct InactiveStatus {
     pub success: bool,
     pub active: bool,
@@ -115,7 +116,7 @@ pub struct InactiveStatus {
 }
 
 /// check_write_target's yes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WriteCheck {
     pub success: bool,
     pub allowed: bool,
@@ -125,7 +126,7 @@ pub struct WriteCheck {
 }
 
 /// add_explored_files's answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ExploredAdded {
     pub success: bool,
     /// The files that were not explored before.
@@ -135,7 +136,7 @@ pub struct ExploredAdded {
 }
 
 /// review_changes's answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ReviewReply {
     pub success: bool,
     #[serde(flatten)]
@@ -143,7 +144,7 @@ pub struct ReviewReply {
 }
 
 /// cleanup_stale_branches's answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct CleanupReply {
     pub success: bool,
     pub action: String,
@@ -152,7 +153,7 @@ pub struct CleanupReply {
     pub kept: Vec<KeptBranch>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct KeptBranch {
     pub branch: String,
     pub base: Option<String>,

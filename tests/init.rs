@@ -225,3 +225,44 @@ fn a_closed_output_pipe_ends_the_command_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A project whose `.code-intel/phase_contract.yml` is the whole contract an earlier version
+/// copied in (with its "complete_task" instruction): the server ignores that copy instead of
+/// serving the old wording, `init` replaces it with the overrides file, and `contract` prints
+/// the contract in effect, lint-clean.
+#[test]
+fn an_old_full_copy_of_the_contract_is_ignored_and_replaced() {
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    let old = std::fs::read(common::fixtures().join("contracts/shipped-before-typed-payloads.yml")).unwrap();
+    std::fs::write(root.join(".code-intel/phase_contract.yml"), old).unwrap();
+    let out = Command::new(BIN).args(["contract"]).current_dir(root).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("unedited copy"), "{stderr}");
+    assert!(!stdout.contains("complete_task("), "the old wording is not served");
+    assert!(stdout.contains("Submit via submit_phase with task_id"), "{stdout}");
+    let report = init(root, &["--force"]);
+    assert_eq!(action(&report, ".code-intel/phase_contract.yml"), "updated");
+    let file = std::fs::read_to_string(root.join(".code-intel/phase_contract.yml")).unwrap();
+    assert!(file.lines().all(|l| l.trim().is_empty() || l.starts_with('#')), "only comments: {file}");
+}
+
+/// An override that names a tool the server does not serve is reported by `contract`.
+#[test]
+fn the_contract_command_reports_what_the_lint_finds() {
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    std::fs::write(
+        root.join(".code-intel/phase_contract.yml"),
+        "phases:\n  MERGE:\n    instruction: \"Call finish_merge() when done.\"\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN).args(["contract"]).current_dir(root).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("phases.MERGE.instruction") && stderr.contains("finish_merge"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Call finish_merge() when done."));
+}

@@ -41,6 +41,20 @@ impl std::fmt::Display for Issue {
     }
 }
 
+/// Adds the names of every property in a JSON Schema (at any depth) to `out`.
+pub fn property_names(schema: &serde_json::Value, out: &mut BTreeSet<String>) {
+    match schema {
+        serde_json::Value::Object(o) => {
+            if let Some(serde_json::Value::Object(props)) = o.get("properties") {
+                out.extend(props.keys().cloned());
+            }
+            o.values().for_each(|v| property_names(v, out));
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| property_names(v, out)),
+        _ => {}
+    }
+}
+
 /// Every finding for `contract`.
 pub fn lint(contract: &Contract, vocabulary: &Vocabulary) -> Vec<Issue> {
     let mut issues = Vec::new();

@@ -23,6 +23,16 @@ const DEFAULT_CONTRACT: &str = include_str!("../../templates/phase_contract.yml"
 /// Where a project keeps its contract overrides, relative to the repository root.
 pub const OVERRIDE_PATH: &str = ".code-intel/phase_contract.yml";
 
+/// blake3 of `templates/phase_contract.yml` as earlier versions shipped it, when `init` copied
+/// the whole contract into the project.
+const SHIPPED_COPIES: &[&str] = &[
+    "9d90320af0ec4c759370fb6cf35e8fe4e6a4d434dcfcd4cbdc80646b398b5876",
+    "1e2a93609a78e0e5f266680354455eea93fabfff071f4617b104c8521e3413b3",
+    "d2b8ed7cc053f93cfcc6fef1020b27a943cb0fc72261473cfbfa78d37e52405a",
+    "450dfe0fbaa8a1468758d7da9cb768fd376e4136f0510fb4a782c888b10f1126",
+    "70596358a4eb1ee77d226f21b2baba4c0e8a1f3560a5dd0b6b7ea676264ebba4",
+];
+
 #[derive(Debug, Clone)]
 pub struct Contract {
     root: Value,
@@ -45,6 +55,8 @@ impl Contract {
 
     /// The default contract with the project's overrides applied. A project file that cannot be
     /// read or parsed is reported in the returned warning and ignored, so the tools keep working.
+    /// So is a file that is a verbatim copy of a whole contract an earlier version's `init`
+    /// wrote: it holds no edit of the user's, only that version's wording.
     pub fn load(repo_root: &Path) -> (Contract, Option<String>) {
         let mut contract = Contract::builtin();
         let path = repo_root.join(OVERRIDE_PATH);
@@ -53,6 +65,12 @@ impl Contract {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (contract, None),
             Err(e) => return (contract, Some(format!("{}: {e}; using the default contract", path.display()))),
         };
+        let fingerprint = blake3::hash(text.as_bytes()).to_hex().to_string();
+        if SHIPPED_COPIES.contains(&fingerprint.as_str()) {
+            let why = "an unedited copy of the contract an earlier git-code-intel wrote; it is ignored \
+                       (run `git code-intel init` to replace it with an overrides file)";
+            return (contract, Some(format!("{}: {why}", path.display())));
+        }
         match serde_yaml::from_str::<Value>(&text) {
             Ok(Value::Mapping(overrides)) => {
                 merge(&mut contract.root, Value::Mapping(overrides));

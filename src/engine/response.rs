@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -15,7 +16,7 @@ use crate::contract::Contract;
 use crate::contract::catalogue::{self as msg, Msg};
 
 /// Where the session is and what to send next.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct PhaseResponse {
     pub success: bool,
     pub session_id: String,
@@ -52,7 +53,7 @@ pub struct PhaseResponse {
 }
 
 /// `get_session_status`: the phase response plus the session's bookkeeping.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct SessionStatus {
     #[serde(flatten)]
     pub response: PhaseResponse,
@@ -66,7 +67,7 @@ pub struct SessionStatus {
     pub base_branch: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct TaskProgress {
     pub total: usize,
     pub completed: usize,
@@ -75,14 +76,14 @@ pub struct TaskProgress {
     pub tasks: Vec<TaskLine>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct NextTask {
     pub id: String,
     pub description: String,
     pub checklist: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct TaskLine {
     pub id: String,
     pub status: TaskStatus,
@@ -92,10 +93,11 @@ pub struct TaskLine {
 }
 
 /// A refused submit (sent with `isError`). The session did not change.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Refusal {
     /// The contract message this refusal carries.
     #[serde(skip)]
+    #[schemars(skip)]
     pub key: Msg,
     pub success: bool,
     pub error: String,

@@ -141,7 +141,8 @@ fn merged(key: &str) -> Value {
     })
 }
 
-fn base(key: &str) -> &'static Value {
+/// The schema of `key` before it is made exact for a session.
+pub fn base(key: &str) -> &'static Value {
     static BASE: OnceLock<BTreeMap<&'static str, Value>> = OnceLock::new();
     static EMPTY: OnceLock<Value> = OnceLock::new();
     let all = BASE.get_or_init(|| PAYLOAD_KEYS.iter().map(|k| (*k, merged(k))).collect());
