@@ -403,7 +403,7 @@ pub enum ReviewedFile {
 pub struct ReviewedFileFields {
     /// The file, as review_changes lists it.
     #[serde(alias = "path")]
-    #[schemars(required)]
+    #[schemars(required, regex(pattern = r"\S"))]
     pub file: Option<String>,
     /// keep: commit it; discard: restore it to the base commit (a new file is deleted).
     #[serde(alias = "action")]

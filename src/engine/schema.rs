@@ -134,6 +134,7 @@ fn merged(key: &str) -> Value {
         }
     }
     json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
         "properties": properties,
         "required": required,
@@ -197,6 +198,20 @@ pub fn for_state(key: &str, state: &SessionState) -> Value {
     match key {
         "READY_PLAN" => plan_schema(props, state),
         "READY_IMPL" => task_schema(props, state),
+        "PRE_COMMIT" => {
+            // A discard needs its reason.
+            if let Some(item) =
+                props.get_mut("reviewed_files").and_then(|f| f.get_mut("items")).and_then(Value::as_object_mut)
+            {
+                item.insert(
+                    "anyOf".into(),
+                    json!([
+                        {"properties": {"decision": {"const": "keep"}}},
+                        {"properties": {"decision": {"const": "discard"}, "reason": {"pattern": r"\S"}}, "required": ["reason"]},
+                    ]),
+                );
+            }
+        }
         "POST_IMPL_VERIFY" => {
             if let Some(failed) = props.get_mut("failed_tasks").and_then(Value::as_object_mut) {
                 let ids: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).collect();

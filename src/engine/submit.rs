@@ -524,8 +524,10 @@ impl<'a> Step<'a> {
             if f.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
                 return Err(self.refuse(msg::REVIEW_FAILED, &[]));
             }
-            if let Some(file) = &f.file {
-                out.push(normalize_rel(file));
+            // A name that is no path (empty, "/") names no file to discard.
+            let file = normalize_rel(f.file.as_deref().unwrap_or(""));
+            if !file.is_empty() {
+                out.push(file);
             }
         }
         Ok(out)

@@ -3,6 +3,7 @@
 
 pub mod engine_harness;
 pub mod mcp_client;
+pub mod schema_gen;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
