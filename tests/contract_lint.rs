@@ -73,3 +73,17 @@ fn every_message_the_code_produces_exists_with_its_placeholders() {
         assert!(contract.get(&parts).is_some() && !why.is_empty(), "{path}");
     }
 }
+
+#[test]
+fn payload_shapes_in_an_override_are_reported_as_having_no_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".code-intel")).unwrap();
+    std::fs::write(
+        dir.path().join(".code-intel/phase_contract.yml"),
+        "phases:\n  Q1:\n    expected_payload:\n      needs_more_information: bool\n    required_tools: [search_text]\n  Q9:\n    instruction: x\n",
+    )
+    .unwrap();
+    let (contract, _) = Contract::load(dir.path());
+    let paths: Vec<String> = lint::lint(&contract, &mcp::vocabulary()).into_iter().map(|i| i.path).collect();
+    assert_eq!(paths, ["phases.Q1.expected_payload", "phases.Q1.required_tools", "phases.Q9"]);
+}

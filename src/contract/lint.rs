@@ -68,10 +68,34 @@ pub fn lint(contract: &Contract, vocabulary: &Vocabulary) -> Vec<Issue> {
             Some(text) => check_placeholders(&path, text, vars, &mut issues),
         }
     }
+    check_phase_keys(contract, &mut issues);
     for (path, text) in texts(contract) {
         check_text(&path, &text, vocabulary, &mut issues);
     }
     issues
+}
+
+/// Under `phases`, only the known phases and their `instruction` have an effect: what a payload
+/// holds comes from the payload types (`expected_payload_schema`), not from the contract.
+fn check_phase_keys(contract: &Contract, issues: &mut Vec<Issue>) {
+    let Some(Value::Mapping(phases)) = contract.get(&["phases"]) else { return };
+    for (phase, node) in phases {
+        let Some(phase) = phase.as_str() else { continue };
+        if !catalogue::INSTRUCTIONS.iter().any(|(k, _)| *k == phase) {
+            issues.push(Issue { path: format!("phases.{phase}"), problem: "is not a phase; it has no effect".into() });
+            continue;
+        }
+        for key in node.as_mapping().into_iter().flat_map(|m| m.keys()).filter_map(Value::as_str) {
+            if key != "instruction" {
+                issues.push(Issue {
+                    path: format!("phases.{phase}.{key}"),
+                    problem: "has no effect: what a payload holds comes from the payload types, sent as \
+                              expected_payload and expected_payload_schema"
+                        .into(),
+                });
+            }
+        }
+    }
 }
 
 fn check_key(contract: &Contract, key: &Msg, issues: &mut Vec<Issue>) {
