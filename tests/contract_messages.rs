@@ -533,12 +533,21 @@ async fn to_pre_commit(c: &Client, root: &Path, extra: Value) -> Vec<Value> {
     out
 }
 
-fn committed_repo() -> tempfile::TempDir {
-    let dir = common::fixture_repo("project");
-    git(dir.path(), &["checkout", "-q", "-b", "main"], None);
-    git(dir.path(), &["add", "-A"], None);
-    git(dir.path(), &["commit", "-q", "-m", "initial"], None);
-    dir
+use common::committed_project as committed_repo;
+
+/// Rewrites the active session's stored checkpoint with `edit`, as an earlier version (or a
+/// corrupted store) would have left it.
+async fn edit_checkpoint(c: &Client, root: &Path, edit: impl FnOnce(&mut Value)) {
+    let status = any(c, "get_session_status", json!({})).await;
+    let id = status["session_id"].as_str().unwrap().to_owned();
+    let mut checkpoint: Value = serde_json::from_str(&git(
+        root,
+        &["show", &format!("{}:checkpoint.json", status["checkpoint"].as_str().unwrap())],
+        None,
+    ))
+    .unwrap();
+    edit(&mut checkpoint);
+    replace_checkpoint(root, &id, &checkpoint.to_string());
 }
 
 /// The branch paths: commits and merges that fail, and review_changes refusals.
@@ -578,16 +587,7 @@ async fn branch_responses() -> Vec<Value> {
     let root = dir.path();
     let c = connect(root).await;
     to_pre_commit(&c, root, json!({})).await;
-    let status = any(&c, "get_session_status", json!({})).await;
-    let id = status["session_id"].as_str().unwrap().to_owned();
-    let mut old: Value = serde_json::from_str(&git(
-        root,
-        &["show", &format!("{}:checkpoint.json", status["checkpoint"].as_str().unwrap())],
-        None,
-    ))
-    .unwrap();
-    old["orchestrator_state"]["base_commit"] = Value::Null;
-    replace_checkpoint(root, &id, &old.to_string());
+    edit_checkpoint(&c, root, |cp| cp["orchestrator_state"]["base_commit"] = Value::Null).await;
     out.push(any(&c, "review_changes", json!({})).await);
     c.cancel().await.unwrap();
 
@@ -598,16 +598,7 @@ async fn branch_responses() -> Vec<Value> {
     git(root, &["branch", "llm_task_old"], None);
     let c = connect(root).await;
     to_pre_commit(&c, root, json!({})).await;
-    let status = any(&c, "get_session_status", json!({})).await;
-    let id = status["session_id"].as_str().unwrap().to_owned();
-    let mut old: Value = serde_json::from_str(&git(
-        root,
-        &["show", &format!("{}:checkpoint.json", status["checkpoint"].as_str().unwrap())],
-        None,
-    ))
-    .unwrap();
-    old["orchestrator_state"]["task_branch"] = Value::Null;
-    replace_checkpoint(root, &id, &old.to_string());
+    edit_checkpoint(&c, root, |cp| cp["orchestrator_state"]["task_branch"] = Value::Null).await;
     out.push(any(&c, "review_changes", json!({})).await);
     c.cancel().await.unwrap();
     out

@@ -13,19 +13,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-/// The project fixture with one commit on `main`.
-fn repo() -> tempfile::TempDir {
-    let dir = common::fixture_repo("project");
-    git(dir.path(), &["checkout", "-q", "-b", "main"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-q", "-m", "initial"]);
-    dir
-}
-
-fn fsck_clean(root: &Path) {
-    let out = std::process::Command::new("git").args(["fsck", "--strict"]).current_dir(root).output().unwrap();
-    assert!(out.status.success(), "git fsck: {}", String::from_utf8_lossy(&out.stderr));
-}
+use common::{committed_project as repo, fsck_clean};
 
 async fn ok(client: &Client, tool: &str, args: Value) -> Value {
     let r = call(client, tool, args).await;

@@ -316,20 +316,7 @@ fn merge(a: &Value, b: &Value) -> Value {
     common::schema_gen::merge(a, b)
 }
 
-/// The project fixture with one commit on `main`.
-fn repo() -> tempfile::TempDir {
-    let dir = common::fixture_repo("project");
-    git(dir.path(), &["checkout", "-q", "-b", "main"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-q", "-m", "initial"]);
-    dir
-}
-
-fn fsck_clean(root: &Path) {
-    let out =
-        std::process::Command::new("git").args(["fsck", "--full", "--strict"]).current_dir(root).output().unwrap();
-    assert!(out.status.success(), "git fsck: {}", String::from_utf8_lossy(&out.stderr));
-}
+use common::{committed_project as repo, fsck_clean};
 
 fn phases(transcript: &[Value]) -> Vec<String> {
     transcript.iter().map(|r| r["ready_substep"].as_str().or(r["phase"].as_str()).unwrap_or("?").to_owned()).collect()

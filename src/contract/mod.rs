@@ -280,26 +280,7 @@ mod tests {
     #[test]
     fn every_phase_of_the_seeds_has_an_instruction() {
         let c = Contract::builtin();
-        for phase in [
-            "BRANCH_INTERVENTION",
-            "DOCUMENT_RESEARCH",
-            "QUERY_FRAME",
-            "EXPLORATION",
-            "Q1",
-            "SEMANTIC",
-            "Q2",
-            "VERIFICATION",
-            "Q3",
-            "IMPACT_ANALYSIS",
-            "READY_PLAN",
-            "READY_IMPL",
-            "READY_COMPLETE",
-            "POST_IMPL_VERIFY",
-            "VERIFY_INTERVENTION",
-            "PRE_COMMIT",
-            "QUALITY_REVIEW",
-            "MERGE",
-        ] {
+        for (phase, _) in catalogue::INSTRUCTIONS {
             assert!(c.get(&["phases", phase, "instruction"]).and_then(Value::as_str).is_some(), "{phase}");
         }
     }

@@ -22,6 +22,21 @@ pub fn fixture_repo(name: &str) -> tempfile::TempDir {
     dir
 }
 
+/// The project fixture with one commit on `main`.
+pub fn committed_project() -> tempfile::TempDir {
+    let dir = fixture_repo("project");
+    git(dir.path(), &["checkout", "-q", "-b", "main"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "initial"]);
+    dir
+}
+
+/// Asserts `git fsck --full --strict` finds nothing wrong.
+pub fn fsck_clean(root: &Path) {
+    let out = Command::new("git").args(["fsck", "--full", "--strict"]).current_dir(root).output().expect("git fsck");
+    assert!(out.status.success(), "git fsck: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
