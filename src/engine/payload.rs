@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::phase::{Phase, ReadyStep};
+use super::phase::{Phase, ReadyStep, contract_key};
 use crate::contract::catalogue::{self as msg, Msg};
 
 /// Fields of every payload.
@@ -573,12 +573,6 @@ pub fn ready_step_of(data: &Map<String, Value>) -> ReadyStep {
     }
 }
 
-/// The contract key (`phases.<key>`) whose payload type answers for `phase` and the READY
-/// substep.
-pub fn payload_key(phase: Phase, ready: Option<ReadyStep>) -> &'static str {
-    super::phase::contract_key(phase, ready)
-}
-
 /// The gate fields, each in its own phase only.
 pub const GATE_FIELDS: &[(&str, Phase)] = &[
     ("needs_more_information", Phase::Q1),
@@ -595,7 +589,7 @@ pub fn decode(phase: Phase, data: &Value) -> Result<Payload, Violation> {
         return Err(Violation::with(msg::INVALID_DATA, &[("error", "data must be a JSON object")]));
     };
     let ready = (phase == Phase::Ready).then(|| ready_step_of(obj));
-    let key = payload_key(phase, ready);
+    let key = contract_key(phase, ready);
     check_phase_keys(phase, key, obj)?;
     let common: Common = parse(key, data)?;
     let tools_used = if super::schema::asks_tools_used(key) {
@@ -669,7 +663,7 @@ fn check_phase_keys(phase: Phase, key: &str, obj: &Map<String, Value>) -> Result
         return Ok(());
     }
     for other in Phase::ALL.iter().filter(|p| **p != phase && **p != Phase::SessionComplete) {
-        let theirs = own_fields(payload_key(*other, None));
+        let theirs = own_fields(contract_key(*other, None));
         if theirs.iter().any(|k| obj.contains_key(k) && !own.contains(k)) {
             return Err(mismatch(other.name()));
         }

@@ -74,12 +74,17 @@ fn generate<T: JsonSchema>() -> Value {
 }
 
 /// schemars writes an optional field as `["string", "null"]`; an absent field is what we mean,
-/// so the `null` goes. Descriptions (doc comments) become one line each.
+/// so the `null` goes. Descriptions (doc comments) become one line each, and schemars' own
+/// integer formats go.
 fn strip_optional_null(v: &mut Value) {
     match v {
         Value::Object(o) => {
             if let Some(Value::String(d)) = o.get_mut("description") {
                 *d = d.split_whitespace().collect::<Vec<_>>().join(" ");
+            }
+            // schemars' integer formats (uint64, …) are not JSON Schema formats.
+            if o.get("format").and_then(Value::as_str).is_some_and(|f| f.starts_with("int") || f.starts_with("uint")) {
+                o.remove("format");
             }
             if let Some(Value::Array(types)) = o.get_mut("type") {
                 types.retain(|t| t != "null");
