@@ -77,6 +77,9 @@ pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
                         .message(&crate::contract::catalogue::PATH_OUTSIDE_REPO, &[("path", &path), ("root", &root)]),
                 );
             }
+            Err(PathError::GitDir { path }) => {
+                return Verdict::Block(ws.contract.message(&crate::contract::catalogue::PATH_IN_GIT_DIR, &[("path", &path)]));
+            }
             Err(PathError::NotFound { .. }) => return Verdict::Allow,
         };
         return match engine::check_write(&ws.contract, state, &rel, exists, true) {

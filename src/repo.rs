@@ -5,11 +5,17 @@ use std::path::{Component, Path, PathBuf};
 /// Why a user-supplied path was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathError {
-    /// The path resolves (possibly through a symlink) to somewhere outside the repository.
+    /// The path resolves (possibly through a symlink, dangling or not) to somewhere outside the
+    /// repository.
     OutsideRepo { path: String },
+    /// The path is in `.git/`, which no tool reads or writes.
+    GitDir { path: String },
     /// The path does not exist.
     NotFound { path: String },
 }
+
+/// How many symlinks one path may pass through before it counts as a loop.
+const MAX_LINK_HOPS: usize = 40;
 
 #[derive(Debug, Clone)]
 pub struct Repo {
@@ -49,19 +55,24 @@ impl Repo {
         if !self.lexically_inside(&candidate) {
             return Err(PathError::OutsideRepo { path: user_path.to_owned() });
         }
-        let resolved = match candidate.canonicalize() {
-            Ok(resolved) => resolved,
-            // An absolute path spelled outside the root is outside whether or not it exists.
-            Err(_) if !candidate.starts_with(&self.root) => {
-                return Err(PathError::OutsideRepo { path: user_path.to_owned() });
-            }
-            Err(_) => return Err(PathError::NotFound { path: user_path.to_owned() }),
-        };
-        if resolved.starts_with(&self.root) {
-            Ok(resolved)
-        } else {
-            Err(PathError::OutsideRepo { path: user_path.to_owned() })
+        let resolved = self.confine(&candidate, user_path)?;
+        if std::fs::metadata(&resolved).is_err() {
+            return Err(PathError::NotFound { path: user_path.to_owned() });
         }
+        Ok(resolved)
+    }
+
+    /// Where `candidate` leads, which must be inside the repository and outside `.git/`.
+    fn confine(&self, candidate: &Path, user_path: &str) -> Result<PathBuf, PathError> {
+        let outside = || PathError::OutsideRepo { path: user_path.to_owned() };
+        let resolved = follow(candidate).ok_or_else(outside)?;
+        if !resolved.starts_with(&self.root) {
+            return Err(outside());
+        }
+        if resolved.strip_prefix(&self.root).is_ok_and(|rel| rel.starts_with(".git")) {
+            return Err(PathError::GitDir { path: user_path.to_owned() });
+        }
+        Ok(resolved)
     }
 
     /// Like [`Repo::resolve`], returning the repository-relative form (`""` for the root).
@@ -70,43 +81,26 @@ impl Repo {
         Ok(self.relative(&abs).unwrap_or_default())
     }
 
-    /// Resolves a path that may not exist yet (a file about to be written): the nearest existing
-    /// ancestor is resolved and confined like [`Repo::resolve`], and the rest is appended.
-    /// Returns the repository-relative path and whether it exists.
+    /// Resolves a path that may not exist yet (a file about to be written). Every component that
+    /// exists is resolved, symlinks included (a dangling link is followed to where a write would
+    /// land), and the rest is taken as written; the result must be inside the repository.
+    /// Returns the repository-relative path of where the write lands, and whether it exists.
     pub fn resolve_maybe_new(&self, user_path: &str) -> Result<(String, bool), PathError> {
-        match self.resolve_relative(user_path) {
-            Ok(rel) => return Ok((rel, true)),
-            Err(PathError::OutsideRepo { path }) => return Err(PathError::OutsideRepo { path }),
-            Err(PathError::NotFound { .. }) => {}
+        let trimmed = user_path.trim();
+        if trimmed.is_empty() {
+            return Err(PathError::NotFound { path: user_path.to_owned() });
         }
-        let outside = || PathError::OutsideRepo { path: user_path.to_owned() };
-        let p = Path::new(user_path.trim());
-        let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
-        let mut ancestor = p;
-        loop {
-            let Some(name) = ancestor.file_name() else { return Err(outside()) };
-            missing.push(name);
-            ancestor = ancestor.parent().unwrap_or(Path::new(""));
-            let spelled = ancestor.to_string_lossy();
-            match self.resolve_relative(if spelled.is_empty() { "." } else { spelled.as_ref() }) {
-                Ok(base) => {
-                    let mut rel = base;
-                    for part in missing.iter().rev() {
-                        let part = part.to_string_lossy();
-                        if part == ".." || part == "." {
-                            return Err(outside());
-                        }
-                        if !rel.is_empty() {
-                            rel.push('/');
-                        }
-                        rel.push_str(&part);
-                    }
-                    return Ok((rel, false));
-                }
-                Err(PathError::OutsideRepo { .. }) => return Err(outside()),
-                Err(PathError::NotFound { .. }) => {}
-            }
+        let p = Path::new(trimmed);
+        let candidate = if p.is_absolute() { p.to_path_buf() } else { self.root.join(p) };
+        if !self.lexically_inside(&candidate) {
+            return Err(PathError::OutsideRepo { path: user_path.to_owned() });
         }
+        let resolved = self.confine(&candidate, user_path)?;
+        let rel = self.relative(&resolved).unwrap_or_default();
+        if rel.is_empty() {
+            return Err(PathError::NotFound { path: user_path.to_owned() });
+        }
+        Ok((rel, std::fs::symlink_metadata(&resolved).is_ok()))
     }
 
     fn lexically_inside(&self, path: &Path) -> bool {
@@ -132,6 +126,45 @@ impl Repo {
         let rel = abs.strip_prefix(&self.root).ok()?;
         Some(to_slash(rel))
     }
+}
+
+/// Where `path` (absolute) leads: each component that exists is resolved, a symlink (dangling
+/// or not) replaced by its target, and components that do not exist are taken as written.
+/// None when the links loop.
+fn follow(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> =
+        path.components().map(|c| c.as_os_str().to_owned()).collect();
+    let mut hops = 0;
+    while let Some(part) = pending.pop_front() {
+        match Path::new(&part).components().next() {
+            Some(Component::RootDir | Component::Prefix(_)) => out.push(&part),
+            Some(Component::ParentDir) => {
+                out.pop();
+            }
+            Some(Component::CurDir) | None => {}
+            Some(Component::Normal(name)) => {
+                let next = out.join(name);
+                match std::fs::symlink_metadata(&next) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        hops += 1;
+                        if hops > MAX_LINK_HOPS {
+                            return None;
+                        }
+                        let target = std::fs::read_link(&next).ok()?;
+                        if target.is_absolute() {
+                            out = PathBuf::new();
+                        }
+                        for c in target.components().rev() {
+                            pending.push_front(c.as_os_str().to_owned());
+                        }
+                    }
+                    _ => out = next,
+                }
+            }
+        }
+    }
+    Some(out)
 }
 
 /// A relative path rendered with `/` separators on every platform.
@@ -188,5 +221,41 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), repo.root().join("link")).unwrap();
         assert!(matches!(repo.resolve("link/secret.txt"), Err(PathError::OutsideRepo { .. })));
         assert!(matches!(repo.resolve("link"), Err(PathError::OutsideRepo { .. })));
+    }
+
+    /// A link whose target does not exist yet still leads out: writing through it would create
+    /// a file outside the repository.
+    #[cfg(unix)]
+    #[test]
+    fn dangling_links_leading_out_are_refused_for_writing() {
+        let (_d, repo) = repo();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path().join("new.py"), repo.root().join("evil.py")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("nodir"), repo.root().join("evil_dir")).unwrap();
+        std::os::unix::fs::symlink("../../escape.py", repo.root().join("src/rel.py")).unwrap();
+        for path in ["evil.py", "evil_dir/new.py", "src/rel.py", "src/../evil.py"] {
+            assert!(matches!(repo.resolve_maybe_new(path), Err(PathError::OutsideRepo { .. })), "{path}");
+            assert!(matches!(repo.resolve(path), Err(PathError::OutsideRepo { .. })), "{path}");
+        }
+        // A dangling link inside is where the write lands.
+        std::os::unix::fs::symlink("a_new.rs", repo.root().join("src/inner.rs")).unwrap();
+        assert_eq!(repo.resolve_maybe_new("src/inner.rs").unwrap(), ("src/a_new.rs".into(), false));
+        assert_eq!(repo.resolve_maybe_new("src/brand_new.rs").unwrap(), ("src/brand_new.rs".into(), false));
+        assert_eq!(repo.resolve_maybe_new("src/a.rs").unwrap(), ("src/a.rs".into(), true));
+        // Links that loop lead nowhere.
+        std::os::unix::fs::symlink("loop_b", repo.root().join("loop_a")).unwrap();
+        std::os::unix::fs::symlink("loop_a", repo.root().join("loop_b")).unwrap();
+        assert!(matches!(repo.resolve_maybe_new("loop_a"), Err(PathError::OutsideRepo { .. })));
+    }
+
+    #[test]
+    fn the_git_directory_is_never_a_tool_path() {
+        let (_d, repo) = repo();
+        std::fs::create_dir_all(repo.root().join(".git")).unwrap();
+        std::fs::write(repo.root().join(".git/config"), "[remote]").unwrap();
+        assert!(matches!(repo.resolve(".git/config"), Err(PathError::GitDir { .. })));
+        assert!(matches!(repo.resolve(".git"), Err(PathError::GitDir { .. })));
+        assert!(matches!(repo.resolve_maybe_new(".git/hooks/pre-commit"), Err(PathError::GitDir { .. })));
+        assert!(repo.resolve(".gitignore_not").is_err());
     }
 }

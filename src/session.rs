@@ -679,6 +679,7 @@ fn resolve_target(ws: &Workspace, file_path: &str) -> SessionResult<(String, boo
             let root = ws.repo.root().display().to_string();
             contract_error(ws, &msg::PATH_OUTSIDE_REPO, &[("path", path), ("root", &root)])
         }
+        PathError::GitDir { path } => contract_error(ws, &msg::PATH_IN_GIT_DIR, &[("path", path)]),
         PathError::NotFound { path } => contract_error(ws, &msg::PATH_NOT_FOUND, &[("path", path)]),
     })
 }
@@ -688,7 +689,7 @@ fn evidence_facts(ws: &Workspace, payload: &Payload) -> BTreeMap<String, Evidenc
     let mut out = BTreeMap::new();
     for path in submit::evidence_paths(payload) {
         let fact = match ws.repo.resolve(&path) {
-            Err(PathError::OutsideRepo { .. }) => EvidenceFile::Outside,
+            Err(PathError::OutsideRepo { .. } | PathError::GitDir { .. }) => EvidenceFile::Outside,
             Err(PathError::NotFound { .. }) => EvidenceFile::Missing,
             Ok(abs) if !abs.is_file() => EvidenceFile::Missing,
             Ok(abs) => match std::fs::read(&abs) {

@@ -145,6 +145,7 @@ catalogue! {
     INVALID_REGEX = ["tool_errors", "query", "invalid_regex"] ("pattern", "error") Argument;
     INVALID_GLOB = ["tool_errors", "query", "invalid_glob"] ("pattern", "error") Argument;
     PATH_OUTSIDE_REPO = ["tool_errors", "query", "path_outside_repo"] ("path", "root") Argument;
+    PATH_IN_GIT_DIR = ["tool_errors", "query", "path_in_git_dir"] ("path") Argument;
     PATH_NOT_FOUND = ["tool_errors", "query", "path_not_found"] ("path") Argument;
     NOT_A_FILE = ["tool_errors", "query", "not_a_file"] ("path") Argument;
     UNSUPPORTED_LANGUAGE = ["tool_errors", "query", "unsupported_language"] ("language", "supported") Argument;

@@ -131,6 +131,7 @@ impl Workspace {
             PathError::OutsideRepo { path } => {
                 self.tool_error(&msg::PATH_OUTSIDE_REPO, &[("path", &path), ("root", &root)]).into()
             }
+            PathError::GitDir { path } => self.tool_error(&msg::PATH_IN_GIT_DIR, &[("path", &path)]).into(),
             PathError::NotFound { path } => self.tool_error(&msg::PATH_NOT_FOUND, &[("path", &path)]).into(),
         }
     }

@@ -1,0 +1,106 @@
+//! Hostile input, as an adversary would send it, against the real binary over stdio and real
+//! git repositories: each test here failed before the hardening it is named after.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+
+use common::mcp_client::{BIN, Client, call, connect, structured};
+use common::{committed_project, fsck_clean, git};
+use serde_json::{Value, json};
+
+async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
+    structured(&r)
+}
+
+async fn err(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_eq!(r.is_error, Some(true), "{tool} should fail: {:?}", r.structured_content);
+    structured(&r)
+}
+
+/// Runs the PreToolUse hook with a tool call; returns (exit code, stderr).
+fn hook(root: &Path, tool: &str, input: Value) -> (i32, String) {
+    use std::io::Write;
+    let event = json!({"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "cwd": root});
+    let mut child = std::process::Command::new(BIN)
+        .args(["hook", "claude-pre-tool-use"])
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(event.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A session in READY (quick: no exploration) with `src/auth.py` explored.
+async fn in_ready(client: &Client) {
+    ok(client, "start_session", json!({"intent": "MODIFY", "query": "q", "quick": true, "no_doc_research": true}))
+        .await;
+    ok(client, "submit_phase", json!({"data": {"slots": {}, "tools_used": [], "summary": "frame"}})).await;
+    ok(
+        client,
+        "submit_phase",
+        json!({"data": {"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i"}]}],
+                        "tools_used": [], "summary": "plan"}}),
+    )
+    .await;
+    ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+}
+
+/// 1. A symlink at an explored place whose target does not exist yet, outside the repository:
+/// writing through it would create a file outside. check_write_target and the hook refuse it,
+/// for a file link and for a directory link.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dangling_symlinks_do_not_let_writes_out() {
+    let outside = tempfile::tempdir().unwrap();
+    let repo = committed_project();
+    let root = repo.path();
+    std::os::unix::fs::symlink(outside.path().join("new.py"), root.join("src/evil.py")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("missing_dir"), root.join("src/evil_dir")).unwrap();
+    let client = connect(root).await;
+    in_ready(&client).await;
+    // A new file beside an explored one is allowed; through the links it is not.
+    assert_eq!(ok(&client, "check_write_target", json!({"file_path": "src/fresh.py"})).await["allowed"], true);
+    for path in ["src/evil.py", "src/evil_dir/new.py"] {
+        let r = err(&client, "check_write_target", json!({"file_path": path})).await;
+        assert_eq!(r["error"], "path_outside_repo", "{path}: {r}");
+        let (code, reason) = hook(root, "Write", json!({"file_path": path, "content": "x"}));
+        assert_eq!(code, 2, "{path}: {reason}");
+        assert!(reason.contains("outside the repository"), "{reason}");
+    }
+    // Nothing was created outside.
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+/// 9. `.git/` is never searched, listed or written: its config can carry credentials, its
+/// hooks run code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_git_directory_is_out_of_reach() {
+    let repo = committed_project();
+    let root = repo.path();
+    git(root, &["config", "remote.origin.url", "https://user:secret-token@example.com/r.git"]);
+    let client = connect(root).await;
+    let r = err(&client, "search_text", json!({"pattern": "secret-token", "path": ".git"})).await;
+    assert_eq!(r["error"], "path_outside_repo", "{r}");
+    let r = ok(&client, "search_text", json!({"pattern": "secret-token"})).await;
+    assert_eq!(r["matches"], json!([]));
+    err(&client, "search_files", json!({"pattern": "*", "path": ".git"})).await;
+    err(&client, "get_symbols", json!({"path": ".git/hooks"})).await;
+    err(&client, "analyze_structure", json!({"file_path": ".git/config"})).await;
+    in_ready(&client).await;
+    let r = err(&client, "check_write_target", json!({"file_path": ".git/hooks/pre-commit"})).await;
+    assert_eq!(r["error"], "path_outside_repo", "{r}");
+    assert_eq!(hook(root, "Write", json!({"file_path": ".git/hooks/pre-commit", "content": "x"})).0, 2);
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
