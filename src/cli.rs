@@ -168,6 +168,9 @@ pub enum Command {
         code: Option<String>,
         #[arg(long)]
         language: Option<String>,
+        /// Skip this many functions and classes (from a previous next_offset).
+        #[arg(long)]
+        offset: Option<usize>,
     },
     /// The function or method enclosing a line.
     #[command(name = "get-function-at-line", visible_alias = "get_function_at_line")]
@@ -455,9 +458,10 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         Command::GetSymbols { path, kind, language, offset } => {
             emit(tools::symbols::get_symbols(ws, GetSymbolsParams { path, kind, language, offset }), json)
         }
-        Command::AnalyzeStructure { file_path, code, language } => {
-            emit(tools::structure::analyze_structure(ws, AnalyzeStructureParams { file_path, code, language }), json)
-        }
+        Command::AnalyzeStructure { file_path, code, language, offset } => emit(
+            tools::structure::analyze_structure(ws, AnalyzeStructureParams { file_path, code, language, offset }),
+            json,
+        ),
         Command::GetFunctionAtLine { file_path, line_number } => emit(
             tools::function_at_line::get_function_at_line(ws, GetFunctionAtLineParams { file_path, line_number }),
             json,

@@ -78,7 +78,9 @@ pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
                 );
             }
             Err(PathError::GitDir { path }) => {
-                return Verdict::Block(ws.contract.message(&crate::contract::catalogue::PATH_IN_GIT_DIR, &[("path", &path)]));
+                return Verdict::Block(
+                    ws.contract.message(&crate::contract::catalogue::PATH_IN_GIT_DIR, &[("path", &path)]),
+                );
             }
             Err(PathError::NotFound { .. }) => return Verdict::Allow,
         };

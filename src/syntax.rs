@@ -162,6 +162,32 @@ pub struct FileSyntax {
     pub line_count: u32,
     /// The parser had to recover from syntax errors.
     pub has_errors: bool,
+    /// Definitions left out: nested deeper than [`MAX_NESTING`], or past [`MAX_SYMBOLS`].
+    pub symbols_left_out: u32,
+}
+
+/// Definitions nested deeper than this are left out (their identifiers still count as
+/// references): a scope string grows with the depth, so unbounded nesting would make the
+/// index and the outline grow with the square of the file.
+pub const MAX_NESTING: usize = 64;
+/// At most this many definitions are kept per file.
+pub const MAX_SYMBOLS: usize = 20_000;
+/// Names and scopes longer than these are cut (with `…`).
+const MAX_NAME_CHARS: usize = 200;
+const MAX_SCOPE_CHARS: usize = 400;
+/// A signature is read from at most this many bytes of its definition.
+const MAX_SIGNATURE_BYTES: usize = 4096;
+
+impl FileSyntax {
+    /// What [`FileSyntax::symbols_left_out`] means, for the outputs that list symbols.
+    pub fn left_out_note(&self) -> Option<String> {
+        (self.symbols_left_out > 0).then(|| {
+            format!(
+                "{} definition(s) left out: nested deeper than {MAX_NESTING} levels, or past the first {MAX_SYMBOLS} of the file",
+                self.symbols_left_out
+            )
+        })
+    }
 }
 
 impl FileSyntax {
@@ -312,10 +338,39 @@ pub fn extract(lang: Lang, source: &[u8]) -> FileSyntax {
         return FileSyntax { line_count, ..FileSyntax::default() };
     };
     let root = tree.root_node();
-    let scan = scan(lang, root, source);
+    let mut scan = scan(lang, root, source);
+    let symbols_left_out = bound_definitions(&mut scan.defs);
     let symbols = build_symbols(lang, &scan.defs, source);
     let (names, refs) = resolve_references(&scan, &symbols, source);
-    FileSyntax { symbols, names, refs, imports: scan.imports, line_count, has_errors: root.has_error() }
+    FileSyntax {
+        symbols,
+        names,
+        refs,
+        imports: scan.imports,
+        line_count,
+        has_errors: root.has_error(),
+        symbols_left_out,
+    }
+}
+
+/// Drops definitions nested deeper than [`MAX_NESTING`] and those past [`MAX_SYMBOLS`];
+/// returns how many were dropped. `defs` is sorted by start, outer before inner.
+fn bound_definitions(defs: &mut Vec<RawDef>) -> u32 {
+    let before = defs.len();
+    let mut ends: Vec<usize> = Vec::new();
+    defs.retain(|d| {
+        let start = d.node.start_byte();
+        while ends.last().is_some_and(|&end| end <= start) {
+            ends.pop();
+        }
+        if ends.len() >= MAX_NESTING {
+            return false;
+        }
+        ends.push(d.node.end_byte());
+        true
+    });
+    defs.truncate(MAX_SYMBOLS);
+    (before - defs.len()) as u32
 }
 
 /// Walks the tree once. Identifier leaves are collected everywhere except inside comments and
@@ -442,7 +497,7 @@ fn build_symbols(lang: Lang, defs: &[RawDef], source: &[u8]) -> Vec<Symbol> {
             stack.pop();
         }
         let parent = stack.last().map(|&(_, i)| i);
-        let mut name = node_text(def.name, source).trim().to_owned();
+        let mut name = truncate_chars(node_text(def.name, source).trim().to_owned(), MAX_NAME_CHARS);
         if def.kind == SymbolKind::Impl
             && let Some(i) = name.find('<')
         {
@@ -456,9 +511,10 @@ fn build_symbols(lang: Lang, defs: &[RawDef], source: &[u8]) -> Vec<Symbol> {
             scope_parts.push(symbols[p].name.clone());
         }
         if let Some(explicit) = def.scope {
-            scope_parts.push(node_text(explicit, source).trim().to_owned());
+            scope_parts.push(truncate_chars(node_text(explicit, source).trim().to_owned(), MAX_NAME_CHARS));
         }
-        let scope = (!scope_parts.is_empty()).then(|| scope_parts.join(scope_separator(lang)));
+        let scope =
+            (!scope_parts.is_empty()).then(|| truncate_chars(scope_parts.join(scope_separator(lang)), MAX_SCOPE_CHARS));
         let class_parent = parent.is_some_and(|p| {
             let k = symbols[p].kind;
             k.is_class_like() || k == SymbolKind::Impl || (lang == Lang::Ruby && k == SymbolKind::Module)
@@ -581,7 +637,8 @@ fn signature(node: Node, source: &[u8]) -> String {
         .child_by_field_name("body")
         .map(|b| b.start_byte())
         .filter(|&e| e > node.start_byte())
-        .unwrap_or_else(|| node.end_byte());
+        .unwrap_or_else(|| node.end_byte())
+        .min(node.start_byte() + MAX_SIGNATURE_BYTES);
     let text = String::from_utf8_lossy(&source[node.start_byte()..end]);
     let first =
         if node.child_by_field_name("body").is_some() { text.as_ref() } else { text.lines().next().unwrap_or("") };

@@ -104,3 +104,48 @@ async fn the_git_directory_is_out_of_reach() {
     fsck_clean(root);
     client.cancel().await.unwrap();
 }
+
+/// 2. Nested definitions made the output grow with the square of the input: 80 KB of inline
+/// Rust gave 302 MB. Nesting is bounded (with a note), and every answer stays under 256 KB,
+/// paged with next_offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_definitions_give_bounded_answers() {
+    let repo = committed_project();
+    let root = repo.path();
+    let n = 10_000;
+    let nested = format!("{}{}", "fn a(){".repeat(n), "}".repeat(n));
+    let client = connect(root).await;
+    let r = call(&client, "analyze_structure", json!({"code": nested, "language": "rust"})).await;
+    let bytes = serde_json::to_vec(&r.structured_content).unwrap().len();
+    let out = structured(&r);
+    assert!(bytes < 300 * 1024, "{bytes} bytes");
+    assert!(out["note"].as_str().unwrap().contains("nested deeper than 64"), "{}", out["note"]);
+    assert_eq!(out["summary"]["functions"], 64);
+    // The same as a 200 KB file: the index stays small, and the tools answer within bounds.
+    let deep = format!("{}{}", "fn a(){".repeat(25_000), "}".repeat(25_000));
+    std::fs::write(root.join("src/deep.rs"), &deep).unwrap();
+    let defs = ok(&client, "find_definitions", json!({"symbol": "a"})).await;
+    assert_eq!(defs["total"], 64);
+    let symbols = ok(&client, "get_symbols", json!({"path": "src/deep.rs"})).await;
+    assert!(symbols["note"].as_str().unwrap().contains("left out"), "{symbols}");
+    let index = std::fs::metadata(root.join(".code-intel/index/symbols.bin")).unwrap().len();
+    assert!(index < 4 * 1024 * 1024, "the index is {index} bytes");
+    // Wide instead of deep: many definitions page through next_offset under the cap.
+    let wide: String = (0..6_000).map(|i| format!("fn function_number_{i}() {{ let x = {i}; }}\n")).collect();
+    std::fs::write(root.join("src/wide.rs"), &wide).unwrap();
+    let mut offset = 0;
+    let mut seen = 0;
+    for _ in 0..100 {
+        let r = call(&client, "analyze_structure", json!({"file_path": "src/wide.rs", "offset": offset})).await;
+        assert!(serde_json::to_vec(&r.structured_content).unwrap().len() < 260 * 1024);
+        let out = structured(&r);
+        seen += out["functions"].as_array().unwrap().len();
+        match out["next_offset"].as_u64() {
+            Some(next) => offset = next as usize,
+            None => break,
+        }
+    }
+    assert_eq!(seen, 6_000, "every function, across the pages");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}

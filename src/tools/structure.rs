@@ -4,6 +4,7 @@ use crate::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::page::MAX_RESPONSE_BYTES;
 use super::{ToolResult, Workspace, given};
 use crate::lang::Lang;
 use crate::syntax::{self, FileSyntax, Symbol};
@@ -17,6 +18,8 @@ pub struct AnalyzeStructureParams {
     pub code: Option<String>,
     /// The language of `code`, or an override for `file_path`.
     pub language: Option<String>,
+    /// Skip this many functions and classes (from a previous `next_offset`).
+    pub offset: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -73,9 +76,16 @@ pub struct AnalyzeStructureOutput {
     pub imports: Vec<ImportItem>,
     /// Definitions visible outside the file by the language's rules.
     pub exports: Vec<ExportItem>,
+    /// Counts for the whole file; `ranges` for the functions and classes listed here.
     pub summary: StructureSummary,
     /// The parser recovered from syntax errors; the outline may be partial.
     pub has_syntax_errors: bool,
+    /// Where the next call should start, when the functions and classes did not all fit.
+    pub next_offset: Option<usize>,
+    pub truncated: bool,
+    pub truncation_warning: Option<String>,
+    /// What the outline leaves out: definitions nested too deep, imports past the budget.
+    pub note: Option<String>,
 }
 
 /// A source file read for parsing: checked to be inside the repository, a regular text file under
@@ -122,11 +132,20 @@ pub fn analyze_structure(ws: &Workspace, params: AnalyzeStructureParams) -> Tool
             let Some(lang) = ws.language_filter(params.language.as_deref())? else {
                 return Err(ws.invalid_argument("language", "required with `code`"));
             };
+            // Inline code obeys the same size limit as a file.
+            if code.len() as u64 > ws.config.max_file_size {
+                let (size, limit) = (code.len().to_string(), ws.config.max_file_size.to_string());
+                return Err(ws
+                    .tool_error(&msg::FILE_TOO_LARGE, &[("path", "(inline code)"), ("size", &size), ("limit", &limit)])
+                    .into());
+            }
             (None, lang, syntax::extract(lang, code.as_bytes()))
         }
         (None, None) => return Err(ws.tool_error(&msg::NO_FILE_PATH, &[]).into()),
     };
-    Ok(outline(file, lang, &syntax))
+    let mut out = outline(file, lang, &syntax, params.offset.unwrap_or(0), MAX_RESPONSE_BYTES);
+    out.truncation_warning = out.truncated.then(|| ws.truncation_warning());
+    Ok(out)
 }
 
 pub fn item(s: &Symbol) -> Item {
@@ -140,64 +159,127 @@ pub fn item(s: &Symbol) -> Item {
     }
 }
 
-pub fn outline(file: Option<String>, lang: Lang, syntax: &FileSyntax) -> AnalyzeStructureOutput {
+/// One function or class of the outline, with what the other lists say about it.
+#[derive(Serialize)]
+struct Entry {
+    function: Option<Item>,
+    class: Option<ClassItem>,
+    export: Option<ExportItem>,
+    range: String,
+}
+
+/// Imports get at most this share of the response.
+const IMPORT_SHARE: usize = 4;
+
+/// The outline of a file: its functions and classes from `offset` on, as many as fit in
+/// `budget` bytes (`next_offset` says where to go on), and on the first page its imports.
+pub fn outline(
+    file: Option<String>,
+    lang: Lang,
+    syntax: &FileSyntax,
+    offset: usize,
+    budget: usize,
+) -> AnalyzeStructureOutput {
     let symbols = &syntax.symbols;
-    let functions: Vec<Item> = symbols.iter().filter(|s| s.kind.is_callable()).map(item).collect();
-    let classes: Vec<ClassItem> = symbols
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.kind.is_class_like())
-        .map(|(i, s)| ClassItem {
-            item: item(s),
-            methods: members_of(symbols, i).iter().filter(|m| m.kind.is_callable()).map(|m| m.name.clone()).collect(),
+    let members = members_by_parent(symbols);
+    let outlined: Vec<usize> =
+        (0..symbols.len()).filter(|&i| symbols[i].kind.is_callable() || symbols[i].kind.is_class_like()).collect();
+    let export = |s: &Symbol| {
+        (s.exported && s.kind != crate::syntax::SymbolKind::Impl).then(|| ExportItem {
+            name: s.name.clone(),
+            kind: s.kind.name().to_owned(),
+            line: s.line,
         })
-        .collect();
-    let imports: Vec<ImportItem> =
-        syntax.imports.iter().map(|i| ImportItem { line: i.line, text: i.text.clone() }).collect();
-    let exports: Vec<ExportItem> = symbols
-        .iter()
-        .filter(|s| s.exported && s.kind != crate::syntax::SymbolKind::Impl)
-        .map(|s| ExportItem { name: s.name.clone(), kind: s.kind.name().to_owned(), line: s.line })
-        .collect();
-    let ranges = symbols
-        .iter()
-        .filter(|s| s.kind.is_callable() || s.kind.is_class_like())
-        .map(|s| format!("{} {}: {}-{}", s.kind.name(), s.name, s.line, s.end_line))
+    };
+    let entries = outlined.iter().skip(offset).map(|&i| {
+        let s = &symbols[i];
+        let (function, class) = if s.kind.is_class_like() {
+            let methods =
+                members.get(&i).into_iter().flatten().filter(|m| m.kind.is_callable()).map(|m| m.name.clone());
+            (None, Some(ClassItem { item: item(s), methods: methods.collect() }))
+        } else {
+            (Some(item(s)), None)
+        };
+        Entry {
+            function,
+            class,
+            export: export(s),
+            range: format!("{} {}: {}-{}", s.kind.name(), s.name, s.line, s.end_line),
+        }
+    });
+    let import_budget = if offset == 0 { budget / IMPORT_SHARE } else { 0 };
+    let all_imports = syntax.imports.iter().map(|i| ImportItem { line: i.line, text: i.text.clone() });
+    let imports = if offset == 0 {
+        crate::tools::page::take_page(all_imports, 0, usize::MAX, import_budget)
+    } else {
+        crate::tools::page::take_page(all_imports.take(0), 0, 0, 0)
+    };
+    let page = crate::tools::page::take_page(entries, offset, usize::MAX, budget - import_budget);
+    let (mut functions, mut classes, mut exports, mut ranges) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for e in page.items {
+        functions.extend(e.function);
+        classes.extend(e.class);
+        exports.extend(e.export);
+        ranges.push(e.range);
+    }
+    let notes: Vec<String> = syntax
+        .left_out_note()
+        .into_iter()
+        .chain(
+            imports.next_offset.map(|n| format!("only the first {n} of {} imports are listed", syntax.imports.len())),
+        )
         .collect();
     AnalyzeStructureOutput {
         file,
         language: lang.name().to_owned(),
         summary: StructureSummary {
             lines: syntax.line_count,
-            functions: functions.len(),
-            classes: classes.len(),
-            imports: imports.len(),
-            exports: exports.len(),
+            functions: symbols.iter().filter(|s| s.kind.is_callable()).count(),
+            classes: symbols.iter().filter(|s| s.kind.is_class_like()).count(),
+            imports: syntax.imports.len(),
+            exports: symbols.iter().filter(|s| export(s).is_some()).count(),
             ranges,
         },
         functions,
         classes,
-        imports,
+        imports: imports.items,
         exports,
         has_syntax_errors: syntax.has_errors,
+        next_offset: page.next_offset,
+        truncated: page.truncated || imports.truncated,
+        truncation_warning: None,
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
     }
 }
 
-/// Symbols directly inside symbol `parent`, including through an `impl` of the same name (Rust)
-/// and methods declared outside it with an explicit receiver or qualifier (Go, C++).
-fn members_of(symbols: &[Symbol], parent: usize) -> Vec<&Symbol> {
-    let name = &symbols[parent].name;
-    let impls: Vec<usize> = symbols
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.kind == crate::syntax::SymbolKind::Impl && &s.name == name)
-        .map(|(i, _)| i)
-        .collect();
-    symbols
-        .iter()
-        .filter(|s| {
-            s.parent.is_some_and(|p| p as usize == parent || impls.contains(&(p as usize)))
-                || (s.parent.is_none() && s.kind.is_callable() && s.scope.as_deref() == Some(name.as_str()))
-        })
-        .collect()
+/// For each class-like symbol, the symbols directly inside it, computed once: its children,
+/// the children of an `impl` of the same name (Rust), and functions declared outside it with
+/// an explicit receiver or qualifier naming it (Go, C++).
+fn members_by_parent(symbols: &[Symbol]) -> std::collections::HashMap<usize, Vec<&Symbol>> {
+    let mut out: std::collections::HashMap<usize, Vec<&Symbol>> = std::collections::HashMap::new();
+    let mut by_name: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+    for (i, s) in symbols.iter().enumerate() {
+        if s.kind.is_class_like() {
+            by_name.entry(s.name.as_str()).or_default().push(i);
+        }
+    }
+    for s in symbols {
+        let mut owners: Vec<usize> = Vec::new();
+        if let Some(p) = s.parent.map(|p| p as usize) {
+            if symbols[p].kind == crate::syntax::SymbolKind::Impl {
+                // Members of an `impl X` belong to X.
+                owners.extend(by_name.get(symbols[p].name.as_str()).into_iter().flatten());
+            }
+            owners.push(p);
+        } else if s.kind.is_callable()
+            && let Some(scope) = s.scope.as_deref()
+        {
+            owners.extend(by_name.get(scope).into_iter().flatten());
+        }
+        owners.dedup();
+        for o in owners {
+            out.entry(o).or_default().push(s);
+        }
+    }
+    out
 }

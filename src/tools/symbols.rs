@@ -31,6 +31,8 @@ pub struct GetSymbolsOutput {
     pub truncated: bool,
     pub truncation_warning: Option<String>,
     pub skipped: SkippedFiles,
+    /// Definitions the index leaves out (nested too deep, or too many in one file), if any.
+    pub note: Option<String>,
 }
 
 pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSymbolsOutput> {
@@ -46,12 +48,16 @@ pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSy
     let offset = params.offset.unwrap_or(0);
     ws.with_index(|index, report| {
         let mut files = 0;
+        let mut left_out = (0u64, 0usize);
         let mut all = Vec::new();
         for file in index.files() {
             if !under(&file.rel, &prefix) || language.is_some_and(|l| l != file.lang) {
                 continue;
             }
             files += 1;
+            if file.syntax.symbols_left_out > 0 {
+                left_out = (left_out.0 + u64::from(file.syntax.symbols_left_out), left_out.1 + 1);
+            }
             all.extend(
                 file.syntax
                     .symbols
@@ -71,6 +77,15 @@ pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSy
             truncated: page.truncated,
             truncation_warning: page.truncated.then(|| ws.truncation_warning()),
             skipped: SkippedFiles::new(report.too_large.clone(), report.binary.clone(), ws.config.max_file_size),
+            note: (left_out.0 > 0).then(|| {
+                format!(
+                    "{} definition(s) in {} file(s) left out: nested deeper than {} levels, or past the first {} of a file",
+                    left_out.0,
+                    left_out.1,
+                    crate::syntax::MAX_NESTING,
+                    crate::syntax::MAX_SYMBOLS
+                )
+            }),
         })
     })
 }
