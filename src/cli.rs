@@ -253,6 +253,12 @@ pub enum HookCommand {
 }
 
 pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
+    // Commands that read or change the session finish what a killed process left first.
+    if matches!(command, Command::Status | Command::Clean { .. } | Command::ReviewChanges)
+        && let Some(report) = crate::session::Sessions::open(ws).recover(ws)
+    {
+        eprintln!("git-code-intel: {report}");
+    }
     match command {
         Command::Serve => 0,
         Command::Status => status(ws, json),

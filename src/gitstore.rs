@@ -32,12 +32,25 @@ pub enum StoreError {
     /// The checkpoint names a phase this build does not know (written by a newer version).
     #[error("unknown phase {0}")]
     UnknownPhase(String),
+    /// A lock file is in the way of the refs to change.
+    #[error(
+        "{0} is in the way: another git process holds it, or one was killed while holding it; if no git command is running, delete that file and retry"
+    )]
+    Locked(String),
     #[error("git: {0}")]
     Git(String),
 }
 
 fn git<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError::Git(e.to_string())
+}
+
+/// A failed compare-and-swap means another process moved the ref, unless a lock was in the way.
+fn conflict_unless_locked(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Locked(_) => e,
+        _ => StoreError::Conflict,
+    }
 }
 
 /// The active session as stored: the checkpoint and the commit holding it.
@@ -142,14 +155,47 @@ impl SessionStore {
             Target::Object(commit),
             message,
         )?;
-        apply(&repo, vec![edit]).map_err(|_| StoreError::Conflict)?;
+        apply(&repo, vec![edit]).map_err(conflict_unless_locked)?;
         Ok(commit)
     }
 
+    /// Writes `checkpoint` on top of `previous` (or, with `finish`, ends the session) if the
+    /// session ref still points at `previous`; does nothing when it has moved on (the write
+    /// happened already, before a kill, or another process advanced the session).
+    pub fn advance(
+        &self,
+        previous: ObjectId,
+        checkpoint: &Checkpoint,
+        finish: bool,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        let repo = self.repo();
+        let _lock = crate::journal::OperationLock::acquire(repo.git_dir()).map_err(StoreError::Git)?;
+        let name = session_ref(&checkpoint.orchestrator_state.session_id)?;
+        let current = repo
+            .try_find_reference(name.as_bstr())
+            .map_err(git)?
+            .and_then(|r| r.target().try_id().map(ToOwned::to_owned));
+        if current != Some(previous) {
+            return Ok(());
+        }
+        if finish { self.finish(previous, checkpoint) } else { self.save(previous, checkpoint, message).map(|_| ()) }
+    }
+
     /// Ends the session: appends a record to the history, then removes the session ref and the
-    /// active claim (only if they are still what this process last saw).
+    /// active claim. All under the operation lock, after checking the session ref is still what
+    /// this process last saw, so a lost race leaves no stray history record.
     pub fn finish(&self, previous: ObjectId, checkpoint: &Checkpoint) -> Result<(), StoreError> {
         let repo = self.repo();
+        let _lock = crate::journal::OperationLock::acquire(repo.git_dir()).map_err(StoreError::Git)?;
+        let name = session_ref(&checkpoint.orchestrator_state.session_id)?;
+        let current = repo
+            .try_find_reference(name.as_bstr())
+            .map_err(git)?
+            .and_then(|r| r.target().try_id().map(ToOwned::to_owned));
+        if current != Some(previous) {
+            return Err(StoreError::Conflict);
+        }
         let state = &checkpoint.orchestrator_state;
         let record = serde_json::json!({
             "session_id": state.session_id,
@@ -171,7 +217,7 @@ impl SessionStore {
             delete(name.as_bstr().to_string().as_str(), PreviousValue::MustExistAndMatch(Target::Object(previous)))?,
             delete(ACTIVE_REF, PreviousValue::MustExistAndMatch(Target::Symbolic(name)))?,
         ];
-        apply(&repo, edits).map_err(|_| StoreError::Conflict)
+        apply(&repo, edits).map_err(conflict_unless_locked)
     }
 
     fn append_history(&self, repo: &gix::Repository, record: &serde_json::Value) -> Result<(), StoreError> {
@@ -317,8 +363,21 @@ pub(crate) fn delete(name: &str, expected: PreviousValue) -> Result<RefEdit, Sto
     })
 }
 
+/// Applies `edits` as one transaction, under the operation lock (see [`crate::journal`]): a
+/// lock file a dead git-code-intel process left on one of our refs is removed first, and a lock
+/// file in the way of any other ref is named in the error.
 pub(crate) fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), StoreError> {
+    let git_dir = repo.git_dir().to_owned();
+    let _lock = crate::journal::OperationLock::acquire(&git_dir).map_err(StoreError::Git)?;
+    let names: Vec<String> = edits.iter().map(|e| e.name.as_bstr().to_string()).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    crate::journal::remove_stale_ref_locks(&git_dir, &names);
     let sig = signature(repo);
     let mut buf = gix::date::parse::TimeBuf::default();
-    repo.edit_references_as(edits, Some(sig.to_ref(&mut buf))).map(|_| ()).map_err(git)
+    repo.edit_references_as(edits, Some(sig.to_ref(&mut buf))).map(|_| ()).map_err(|e| {
+        match crate::journal::lock_in_the_way(&git_dir, &names) {
+            Some(lock) => StoreError::Locked(lock.display().to_string()),
+            None => git(e),
+        }
+    })
 }

@@ -12,6 +12,7 @@ pub mod gitstore;
 pub mod hooks;
 pub mod index;
 pub mod init;
+pub mod journal;
 pub mod lang;
 pub mod mcp;
 pub mod repo;

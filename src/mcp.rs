@@ -47,6 +47,9 @@ pub struct CodeIntelServer {
 impl CodeIntelServer {
     pub fn new(ws: Workspace) -> Self {
         let sessions = Sessions::open(&ws);
+        if let Some(report) = sessions.recover(&ws) {
+            tracing::warn!("at start: {report}");
+        }
         lint_project_contract(&ws);
         if ws.config.sync_on_start && ws.semantic.available() {
             // sync_on_start: bring the Forest up to date in the background while the agent

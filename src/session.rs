@@ -89,6 +89,9 @@ pub struct SessionReply {
     /// The session's task branch, once it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_branch: Option<String>,
+    /// An operation a killed process left, finished or dropped before this answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<String>,
 }
 
 /// get_session_status.
@@ -174,6 +177,8 @@ struct ToolRecord {
 pub struct Sessions {
     store: Result<SessionStore, String>,
     record: Mutex<ToolRecord>,
+    /// What the last recovery did, until an answer reports it.
+    recovered: Mutex<Option<String>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -188,7 +193,7 @@ pub struct StartRequest {
 impl Sessions {
     pub fn open(ws: &Workspace) -> Sessions {
         let store = SessionStore::open(ws.repo.root()).map_err(|e| e.to_string());
-        Sessions { store, record: Mutex::new(ToolRecord::default()) }
+        Sessions { store, record: Mutex::new(ToolRecord::default()), recovered: Mutex::new(None) }
     }
 
     fn store(&self) -> SessionResult<&SessionStore> {
@@ -213,6 +218,7 @@ impl Sessions {
 
     pub fn start(&self, ws: &Workspace, req: StartRequest) -> SessionResult<SessionReply> {
         let store = self.store()?;
+        let _lock = self.lock(ws)?;
         let Some(intent) = Intent::parse(&req.intent) else {
             return Err(invalid(ws, "intent", "expected IMPLEMENT, MODIFY, INVESTIGATE or QUESTION"));
         };
@@ -260,10 +266,10 @@ impl Sessions {
         match store.create(&checkpoint) {
             Ok(_) => {
                 self.reset_record(&checkpoint);
-                Ok(SessionReply { response, stale_branches, task_branch: None })
+                Ok(SessionReply { response, stale_branches, task_branch: None, recovered: self.take_recovered() })
             }
             Err(StoreError::Busy(other)) => Err(contract_error(ws, &msg::SESSION_ACTIVE, &[("session_id", &other)])),
-            Err(e) => Err(plain("git_error", &e.to_string())),
+            Err(e) => Err(store_error(ws, e)),
         }
     }
 
@@ -274,6 +280,9 @@ impl Sessions {
                 .map_err(|e| contract_error(ws, &msg::INVALID_DATA, &[("error", &e.to_string())]))?,
             other => other,
         };
+        // One submit at a time per repository, across processes; an operation a dead process
+        // left is finished (or dropped) first.
+        let _lock = self.lock(ws)?;
         let stored = self.require_active(ws)?;
         let mut checkpoint = stored.checkpoint.clone();
         self.merge_record(&mut checkpoint);
@@ -295,26 +304,42 @@ impl Sessions {
         if matches!(old_phase, Phase::Verification | Phase::ImpactAnalysis) {
             add_cited_files(ws, &data, &mut next);
         }
-        if let Some(effect) = &accepted.effect {
-            self.apply_effect(ws, effect, old_phase, &mut next).map_err(|(key, vars, details)| {
-                let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                let mut r = response::refusal(&ws.contract, &checkpoint, key, &vars);
-                if !details.is_empty() {
-                    r.details = Some(details);
-                }
-                refused(r)
-            })?;
-        }
         let store = self.store()?;
-        let result = if next.orchestrator_state.is_complete() {
-            store.finish(stored.commit, &next)
+        let message = if next.orchestrator_state.is_complete() {
+            "finish".to_owned()
         } else {
-            let message = format!(
+            format!(
                 "{} -> {}",
                 phase::summary_key(old_phase, checkpoint.orchestrator_state.ready_step()),
                 phase::summary_key(next.orchestrator_state.phase(), next.orchestrator_state.ready_step())
-            );
-            store.save(stored.commit, &next, &message).map(|_| ())
+            )
+        };
+        let result = match &accepted.effect {
+            // Git work and the checkpoint that records it are one journaled operation.
+            Some(effect) => {
+                let step = SessionStep {
+                    previous: stored.commit.to_string(),
+                    checkpoint: next.clone(),
+                    finish: next.orchestrator_state.is_complete(),
+                    message,
+                };
+                match self.apply_effect(ws, effect, old_phase, step) {
+                    Ok(done) => {
+                        next = done;
+                        Ok(())
+                    }
+                    Err((key, vars, details)) => {
+                        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                        let mut r = response::refusal(&ws.contract, &checkpoint, key, &vars);
+                        if !details.is_empty() {
+                            r.details = Some(details);
+                        }
+                        return Err(refused(r));
+                    }
+                }
+            }
+            None if next.orchestrator_state.is_complete() => store.finish(stored.commit, &next),
+            None => store.save(stored.commit, &next, &message).map(|_| ()),
         };
         match result {
             Ok(()) => {
@@ -323,15 +348,51 @@ impl Sessions {
                     response: accepted.response,
                     stale_branches: None,
                     task_branch: next.orchestrator_state.task_branch.clone(),
+                    recovered: self.take_recovered(),
                 })
             }
-            Err(StoreError::Conflict) => Err(contract_error(ws, &msg::CHECKPOINT_CONFLICT, &[])),
-            Err(e) => Err(plain("git_error", &e.to_string())),
+            Err(e) => Err(store_error(ws, e)),
         }
+    }
+
+    /// Takes the operation lock for a change to the session or the repository, after finishing
+    /// (or dropping) an operation a dead process left; what was done is reported with the next
+    /// answer.
+    fn lock(&self, ws: &Workspace) -> SessionResult<crate::journal::OperationLock> {
+        let repo = gix::open(ws.repo.root())
+            .map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))?;
+        let lock = crate::journal::OperationLock::acquire(repo.git_dir()).map_err(|e| plain("git_error", &e))?;
+        let store = self.store()?;
+        match crate::journal::recover(&repo, ws.repo.root(), &session_writer(store)) {
+            Ok(Some(report)) => self.note_recovered(report),
+            Ok(None) => {}
+            Err(e) => return Err(plain("git_error", &format!("an interrupted operation could not be finished: {e}"))),
+        }
+        Ok(lock)
+    }
+
+    /// Finishes an operation a dead process left, if any (server start, CLI commands).
+    pub fn recover(&self, ws: &Workspace) -> Option<String> {
+        drop(self.lock(ws).ok()?);
+        self.recovered.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn note_recovered(&self, report: String) {
+        let mut r = self.recovered.lock().unwrap_or_else(|p| p.into_inner());
+        *r = Some(match r.take() {
+            Some(earlier) => format!("{earlier}; {report}"),
+            None => report,
+        });
+    }
+
+    fn take_recovered(&self) -> Option<String> {
+        self.recovered.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     pub fn status(&self, ws: &Workspace, repo_path: Option<&str>, discard_active: bool) -> SessionResult<StatusReply> {
         check_repo_path(ws, repo_path)?;
+        // A resumed agent starts here: finish what a killed process left first.
+        drop(self.lock(ws)?);
         if discard_active {
             *self.record.lock().unwrap_or_else(|p| p.into_inner()) = ToolRecord::default();
         }
@@ -385,6 +446,7 @@ impl Sessions {
     }
 
     pub fn add_explored_files(&self, ws: &Workspace, files: &[String]) -> SessionResult<ExploredAdded> {
+        let _lock = self.lock(ws)?;
         let stored = self.require_active(ws)?;
         let mut checkpoint = stored.checkpoint.clone();
         engine_api::check_add_explored(&ws.contract, &checkpoint.orchestrator_state, files)
@@ -403,8 +465,7 @@ impl Sessions {
                 added,
                 explored_files: checkpoint.orchestrator_state.explored_files.len(),
             }),
-            Err(StoreError::Conflict) => Err(contract_error(ws, &msg::CHECKPOINT_CONFLICT, &[])),
-            Err(e) => Err(plain("git_error", &e.to_string())),
+            Err(e) => Err(store_error(ws, e)),
         }
     }
 
@@ -448,25 +509,51 @@ impl Sessions {
         }
     }
 
-    /// Carries out the engine's git work. On failure returns the contract message of the
-    /// failure, its placeholders, and what went wrong.
+    /// Carries out the engine's git work together with the checkpoint `step` carries, as one
+    /// journaled operation (see [`crate::journal`]); returns the checkpoint as written. On
+    /// failure returns the contract message of the failure, its placeholders, and what went
+    /// wrong; nothing changed then.
     fn apply_effect(
         &self,
         ws: &Workspace,
         effect: &Effect,
         old_phase: Phase,
-        next: &mut Checkpoint,
-    ) -> Result<(), EffectFailure> {
+        mut step: SessionStep,
+    ) -> Result<Checkpoint, EffectFailure> {
         let root = ws.repo.root();
-        let st = &mut next.orchestrator_state;
-        match effect {
-            Effect::CreateTaskBranch => match branches::create_task_branch(root, &st.session_id) {
-                Ok(b) => {
-                    adopt_into(st, b);
-                    Ok(())
+        let store = self.store().map_err(|e| (msg::FINALIZE_FAILED, vec![], e.code_and_message().1.to_owned()))?;
+        let writer = session_writer(store);
+        let operate =
+            |plan: &mut dyn FnMut(&gix::Repository, &mut SessionStep) -> Result<crate::journal::Journal, String>,
+             step: &mut SessionStep| {
+                let result = crate::journal::operate(root, &writer, |repo| {
+                    let mut journal = plan(repo, step)?;
+                    journal.session = Some(serde_json::to_value(&*step).map_err(|e| e.to_string())?);
+                    Ok(((), journal))
+                });
+                match result {
+                    Ok(((), recovered)) => {
+                        if let Some(r) = recovered {
+                            self.note_recovered(r);
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(e.to_string()),
                 }
-                Err(e) => Err((msg::BRANCH_CREATION_FAILED, vec![], e)),
-            },
+            };
+        match effect {
+            Effect::CreateTaskBranch => {
+                let id = step.checkpoint.orchestrator_state.session_id.clone();
+                operate(
+                    &mut |repo, step| {
+                        let (branch, journal) = branches::plan_task_branch(repo, root, &id)?;
+                        adopt_into(&mut step.checkpoint.orchestrator_state, branch);
+                        Ok(journal)
+                    },
+                    &mut step,
+                )
+                .map_err(|e| (msg::BRANCH_CREATION_FAILED, vec![], e))?;
+            }
             Effect::BranchChoice(choice) => {
                 let fail = |e: String| {
                     (msg::BRANCH_OPERATION_FAILED, vec![("choice", choice.clone()), ("errors", e)], String::new())
@@ -476,7 +563,8 @@ impl Sessions {
                 match choice.as_str() {
                     "delete" => {
                         let names: Vec<String> = stale.iter().map(|b| b.branch.clone()).collect();
-                        branches::stale::delete_branches(root, &names).map_err(fail)
+                        operate(&mut |repo, _| Ok(branches::stale::plan_delete(repo, root, &names)?.1), &mut step)
+                            .map_err(fail)?;
                     }
                     "merge" => {
                         let Some(cur) = current else {
@@ -488,23 +576,31 @@ impl Sessions {
                         let Some(base) = cur.base.clone() else {
                             return Err(fail(format!("the base of {} is unknown", cur.branch)));
                         };
-                        let note = serde_json::json!({"merged_stale_branch": cur.branch, "by_session": st.session_id})
-                            .to_string();
-                        branches::merge::merge_task(root, &cur.branch, &base, &note)
-                            .map_err(|e| fail(e.to_string()))?;
+                        let id = step.checkpoint.orchestrator_state.session_id.clone();
+                        let note = serde_json::json!({"merged_stale_branch": cur.branch, "by_session": id}).to_string();
                         let others: Vec<String> =
                             stale.iter().filter(|b| b.branch != cur.branch).map(|b| b.branch.clone()).collect();
-                        branches::stale::delete_branches(root, &others).map_err(fail)
+                        operate(
+                            &mut |repo, _| {
+                                let planned =
+                                    branches::merge::plan_merge(repo, root, &cur.branch, &base, &note, &others);
+                                planned.map(|(_, journal)| journal).map_err(|e| e.to_string())
+                            },
+                            &mut step,
+                        )
+                        .map_err(fail)?;
                     }
                     _ => {
                         // continue: keep working on the task branch HEAD is on. On no task
-                        // branch, READY makes a new one, as in a fresh session.
+                        // branch, READY makes a new one, as in a fresh session. Nothing moves,
+                        // so the checkpoint is written as any other.
+                        let st = &mut step.checkpoint.orchestrator_state;
                         if let Some(cur) = current
                             && let Some(base) = cur.base.clone()
                         {
                             adopt_into(st, branches::adopt(root, &cur.branch, &base).map_err(fail)?);
                         }
-                        Ok(())
+                        writer(&serde_json::to_value(&step).map_err(|e| fail(e.to_string()))?).map_err(fail)?;
                     }
                 }
             }
@@ -513,17 +609,24 @@ impl Sessions {
                     Phase::QualityReview => msg::COMMIT_EXECUTION_FAILED,
                     _ => msg::FINALIZE_FAILED,
                 };
-                let fail = |e: String| (failure, vec![], e);
+                let st = &step.checkpoint.orchestrator_state;
                 let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_commit.clone()) else {
                     return Err((msg::PRE_COMMIT_NO_TASK_BRANCH, vec![], String::new()));
                 };
-                let base = gix::ObjectId::from_hex(base.as_bytes()).map_err(|e| fail(e.to_string()))?;
+                let base = gix::ObjectId::from_hex(base.as_bytes()).map_err(|e| (failure, vec![], e.to_string()))?;
                 let user_changes = user_changes_of(st);
-                branches::commit::commit_task(root, &task, base, message, discard, &user_changes)
-                    .map(|_| ())
-                    .map_err(fail)
+                operate(
+                    &mut |repo, _| {
+                        let planned =
+                            branches::commit::plan_commit(repo, root, &task, base, message, discard, &user_changes);
+                        planned.map(|(_, journal)| journal)
+                    },
+                    &mut step,
+                )
+                .map_err(|e| (failure, vec![], e))?;
             }
             Effect::Merge => {
+                let st = &step.checkpoint.orchestrator_state;
                 let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_branch.clone()) else {
                     return Err((msg::MERGE_NO_TASK_BRANCH, vec![], String::new()));
                 };
@@ -533,13 +636,18 @@ impl Sessions {
                 if exists.is_none() {
                     return Err((msg::MERGE_NO_TASK_BRANCH, vec![], format!("{task} is missing")));
                 }
-                let note = session_note(next);
-                match branches::merge::merge_task(root, &task, &base, &note) {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err((msg::MERGE_FAILED, vec![], e.to_string())),
-                }
+                let note = session_note(&step.checkpoint);
+                operate(
+                    &mut |repo, _| {
+                        let planned = branches::merge::plan_merge(repo, root, &task, &base, &note, &[]);
+                        planned.map(|(_, journal)| journal).map_err(|e| e.to_string())
+                    },
+                    &mut step,
+                )
+                .map_err(|e| (msg::MERGE_FAILED, vec![], e))?;
             }
         }
+        Ok(step.checkpoint)
     }
 
     /// `review_changes`: PRE_COMMIT only; every change from the base commit to the work tree.
@@ -617,6 +725,35 @@ impl Sessions {
         }
         branches::stale::delete_branches(root, &to_delete).map_err(|e| plain("git_error", &e))?;
         Ok(CleanupReply { success: true, action: action.to_owned(), merged, deleted: to_delete, kept })
+    }
+}
+
+/// The checkpoint a journaled operation writes as its last step: on top of `previous`, or (with
+/// `finish`) ending the session.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct SessionStep {
+    previous: String,
+    checkpoint: Checkpoint,
+    finish: bool,
+    message: String,
+}
+
+/// Writes a journal's session step; does nothing when the session has moved on already (the
+/// step was written before a kill, or another process advanced the session).
+fn session_writer(store: &SessionStore) -> impl Fn(&serde_json::Value) -> Result<(), String> + '_ {
+    move |value| {
+        let step: SessionStep = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+        let previous = gix::ObjectId::from_hex(step.previous.as_bytes()).map_err(|e| e.to_string())?;
+        store.advance(previous, &step.checkpoint, step.finish, &step.message).map_err(|e| e.to_string())
+    }
+}
+
+/// A store error as the agent reads it.
+fn store_error(ws: &Workspace, e: StoreError) -> SessionError {
+    match e {
+        StoreError::Conflict => contract_error(ws, &msg::CHECKPOINT_CONFLICT, &[]),
+        StoreError::Locked(path) => contract_error(ws, &msg::LOCK_IN_THE_WAY, &[("path", &path)]),
+        e => plain("git_error", &e.to_string()),
     }
 }
 

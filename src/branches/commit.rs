@@ -6,46 +6,46 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gix::ObjectId;
-use gix::refs::Target;
-use gix::refs::transaction::PreviousValue;
 
 use super::worktree::{self, ChangeKind};
-use crate::gitstore::{apply, update, write_commit_with};
+use crate::gitstore::write_commit_with;
+use crate::journal::{Journal, RefChange, RefValue, Step};
 
-/// Commits the work tree onto `task_branch`; returns the new tip.
-pub fn commit_task(
+/// Plans the commit of the work tree onto `task_branch` as a journaled operation; the value is
+/// the new tip. The commit object is written now; the journal moves the branch to it, brings
+/// each discarded file back to what it was before the task (the user's version if they had
+/// one, else the base; a discarded new file is removed), and rewrites the index from the
+/// committed tree. With nothing to commit the branch stays and only the rest happens.
+pub fn plan_commit(
+    repo: &gix::Repository,
     root: &Path,
     task_branch: &str,
     base_commit: ObjectId,
     message: &str,
     discard: &[String],
     user_changes: &BTreeMap<String, Option<ObjectId>>,
-) -> Result<ObjectId, String> {
-    let repo = super::open(root)?;
+) -> Result<(ObjectId, Journal), String> {
     let branch_ref = format!("refs/heads/{task_branch}");
     let head = repo.head_name().map_err(|e| e.to_string())?.map(|n| n.as_bstr().to_string());
     if head.as_deref() != Some(branch_ref.as_str()) {
         return Err(format!("HEAD is not on {task_branch}"));
     }
-    let tip = super::ref_id(&repo, &branch_ref)?.ok_or_else(|| format!("{task_branch} does not exist"))?;
-    let base_tree = super::tree_of(&repo, base_commit)?;
-    let changes = worktree::changes(&repo, root, base_tree)?;
+    let tip = super::ref_id(repo, &branch_ref)?.ok_or_else(|| format!("{task_branch} does not exist"))?;
+    let base_tree = super::tree_of(repo, base_commit)?;
+    let changes = worktree::changes(repo, root, base_tree)?;
     let mut editor = repo.edit_tree(base_tree).map_err(|e| e.to_string())?;
+    let mut after = Vec::new();
     for c in &changes {
         let users = user_changes.get(&c.path);
         if discard.iter().any(|d| d == &c.path) {
             // Discarding goes back to what was there before the task: the user's version if
             // they had one, else the base.
-            match users {
-                Some(Some(id)) => worktree::restore(
-                    &repo,
-                    root,
-                    &c.path,
-                    Some((*id, c.new.map_or(gix::objs::tree::EntryKind::Blob, |n| n.1))),
-                )?,
-                Some(None) => worktree::restore(&repo, root, &c.path, None)?,
-                None => worktree::restore(&repo, root, &c.path, c.old)?,
-            }
+            let to = match users {
+                Some(Some(id)) => Some((*id, c.new.map_or(gix::objs::tree::EntryKind::Blob, |n| n.1))),
+                Some(None) => None,
+                None => c.old,
+            };
+            after.push(Step::File { path: c.path.clone(), from: worktree::blob(c.new), to: worktree::blob(to) });
             continue;
         }
         // The user's own uncommitted work, untouched by the task, stays uncommitted.
@@ -66,34 +66,45 @@ pub fn commit_task(
         }
     }
     let tree = editor.write().map_err(|e| e.to_string())?.detach();
-    let tip_tree = super::tree_of(&repo, tip)?;
+    let tip_tree = super::tree_of(repo, tip)?;
+    let mut refs = Vec::new();
     let new_tip = if tree == tip_tree {
         tip
     } else {
-        let commit = write_commit_with(&repo, tree, &[tip], message).map_err(|e| e.to_string())?;
+        let commit = write_commit_with(repo, tree, &[tip], message).map_err(|e| e.to_string())?;
         let summary = message.lines().next().unwrap_or("");
-        apply(
-            &repo,
-            vec![
-                update(
-                    &branch_ref,
-                    PreviousValue::MustExistAndMatch(Target::Object(tip)),
-                    Target::Object(commit),
-                    &format!("commit: {summary}"),
-                )
-                .map_err(|e| e.to_string())?,
-            ],
-        )
-        .map_err(|e| e.to_string())?;
+        refs.push(RefChange {
+            name: branch_ref,
+            expected: Some(RefValue::Object(tip.to_string())),
+            new: Some(RefValue::Object(commit.to_string())),
+            message: format!("commit: {summary}"),
+        });
         commit
     };
     // The user's own changes left out of the commit still differ from the index.
-    let differs: std::collections::BTreeSet<String> = changes
+    let differs: Vec<String> = changes
         .iter()
         .filter(|c| !discard.contains(&c.path))
         .filter(|c| user_changes.get(&c.path).is_some_and(|u| *u == c.new.map(|n| n.0)))
         .map(|c| c.path.clone())
         .collect();
-    worktree::write_index(&repo, root, tree, &differs)?;
-    Ok(new_tip)
+    after.push(Step::Index { tree, differs });
+    Ok((new_tip, Journal::new(format!("committing on {task_branch}"), refs, after)))
+}
+
+/// Plans and runs the commit (see [`plan_commit`]) under the operation lock, with no session
+/// to record it.
+pub fn commit_task(
+    root: &Path,
+    task_branch: &str,
+    base_commit: ObjectId,
+    message: &str,
+    discard: &[String],
+    user_changes: &BTreeMap<String, Option<ObjectId>>,
+) -> Result<ObjectId, String> {
+    crate::journal::operate(root, crate::journal::NO_SESSION, |repo| {
+        plan_commit(repo, root, task_branch, base_commit, message, discard, user_changes)
+    })
+    .map(|(tip, _)| tip)
+    .map_err(|e| e.to_string())
 }

@@ -2,7 +2,8 @@
 //! is fast-forwarded; otherwise gix makes a real 3-way merge commit. Conflicts, or uncommitted
 //! work the merge would overwrite, leave refs, index and work tree untouched. Afterwards HEAD
 //! is the base again, only files the merge changed are rewritten, the task branch is deleted,
-//! and a note under `refs/notes/code-intel` records the session on the resulting commit.
+//! and a note under `refs/notes/code-intel` records the session on the resulting commit. It is
+//! a journaled operation: a kill at any point is finished by the next process.
 
 use std::path::Path;
 
@@ -11,7 +12,8 @@ use gix::refs::Target;
 use gix::refs::transaction::PreviousValue;
 
 use super::worktree;
-use crate::gitstore::{apply, delete, update, write_commit_with};
+use crate::gitstore::{apply, update, write_commit_with};
+use crate::journal::{Journal, RefChange, RefValue, Step};
 
 pub const NOTES_REF: &str = "refs/notes/code-intel";
 
@@ -40,15 +42,27 @@ fn other<E: std::fmt::Display>(e: E) -> MergeError {
     MergeError::Other(e.to_string())
 }
 
-pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str) -> Result<Merged, MergeError> {
-    let repo = super::open(root).map_err(other)?;
+/// Plans the merge of `task_branch` into `base_branch` as a journaled operation (see
+/// [`crate::journal`]): the result commit is written now; the journal then moves the base ref
+/// and HEAD in one transaction, brings the files the merge changed up to date, rewrites the
+/// index, deletes the task branch (and `also_delete`, each only if nobody moved it), and adds the
+/// note. Conflicts, a missing branch, or uncommitted work the merge would overwrite refuse the
+/// plan, and nothing changes.
+pub fn plan_merge(
+    repo: &gix::Repository,
+    root: &Path,
+    task_branch: &str,
+    base_branch: &str,
+    note: &str,
+    also_delete: &[String],
+) -> Result<(Merged, Journal), MergeError> {
     let task_ref = format!("refs/heads/{task_branch}");
     let base_ref = format!("refs/heads/{base_branch}");
     let task_tip =
-        super::ref_id(&repo, &task_ref).map_err(other)?.ok_or_else(|| other(format!("{task_branch} is gone")))?;
+        super::ref_id(repo, &task_ref).map_err(other)?.ok_or_else(|| other(format!("{task_branch} is gone")))?;
     let base_tip =
-        super::ref_id(&repo, &base_ref).map_err(other)?.ok_or_else(|| other(format!("{base_branch} is gone")))?;
-    let tree_of = |id: ObjectId| super::tree_of(&repo, id).map_err(other);
+        super::ref_id(repo, &base_ref).map_err(other)?.ok_or_else(|| other(format!("{base_branch} is gone")))?;
+    let tree_of = |id: ObjectId| super::tree_of(repo, id).map_err(other);
     let task_tree = tree_of(task_tip)?;
     let ancestor = repo.merge_base(base_tip, task_tip).map_err(other)?.map(|id| id.detach());
     let (result, fast_forward) = if ancestor == Some(base_tip) {
@@ -74,42 +88,51 @@ pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str)
         }
         let tree = outcome.tree_merge.tree.write().map_err(other)?.detach();
         let message = format!("Merge {task_branch} into {base_branch}");
-        (write_commit_with(&repo, tree, &[base_tip, task_tip], &message).map_err(other)?, false)
+        (write_commit_with(repo, tree, &[base_tip, task_tip], &message).map_err(other)?, false)
     };
     // The work tree holds the task tip; bring it to the result, but never over uncommitted work.
     let result_tree = tree_of(result)?;
-    let tree_move = worktree::TreeMove::plan(&repo, root, task_tree, result_tree).map_err(other)?;
-    let edits = vec![
-        update(
-            &base_ref,
-            PreviousValue::MustExistAndMatch(Target::Object(base_tip)),
-            Target::Object(result),
-            &format!(
-                "merge {task_branch}: {}",
-                if fast_forward { "Fast-forward" } else { "Merge made by git-code-intel" }
-            ),
-        )
-        .map_err(other)?,
-        update(
-            "HEAD",
-            PreviousValue::MustExistAndMatch(Target::Symbolic(task_ref.as_str().try_into().map_err(other)?)),
-            Target::Symbolic(base_ref.as_str().try_into().map_err(other)?),
-            &format!("checkout: moving from {task_branch} to {base_branch}"),
-        )
-        .map_err(other)?,
+    let tree_move = worktree::TreeMove::plan(repo, root, task_tree, result_tree).map_err(other)?;
+    let how = if fast_forward { "Fast-forward" } else { "Merge made by git-code-intel" };
+    let refs = vec![
+        RefChange {
+            name: base_ref.clone(),
+            expected: Some(RefValue::Object(base_tip.to_string())),
+            new: Some(RefValue::Object(result.to_string())),
+            message: format!("merge {task_branch}: {how}"),
+        },
+        RefChange {
+            name: "HEAD".into(),
+            expected: Some(RefValue::Symbolic(task_ref.clone())),
+            new: Some(RefValue::Symbolic(base_ref)),
+            message: format!("checkout: moving from {task_branch} to {base_branch}"),
+        },
     ];
-    apply(&repo, edits).map_err(other)?;
-    tree_move.apply(&repo, root).map_err(other)?;
-    // The task branch goes only if nobody moved it meanwhile.
-    apply(&repo, vec![delete(&task_ref, PreviousValue::MustExistAndMatch(Target::Object(task_tip))).map_err(other)?])
-        .map_err(other)?;
-    add_note(&repo, result, note).map_err(other)?;
-    Ok(Merged { commit: result, fast_forward })
+    let mut after = tree_move.steps();
+    after.push(Step::DeleteRef { name: task_ref, expected: task_tip });
+    for b in also_delete.iter().filter(|b| *b != task_branch) {
+        let name = format!("refs/heads/{b}");
+        if let Some(tip) = super::ref_id(repo, &name).map_err(other)? {
+            after.push(Step::DeleteRef { name, expected: tip });
+        }
+    }
+    after.push(Step::Note { commit: result, text: note.to_owned() });
+    let journal = Journal::new(format!("merging {task_branch} into {base_branch}"), refs, after);
+    Ok((Merged { commit: result, fast_forward }, journal))
+}
+
+/// Plans and runs the merge (see [`plan_merge`]) under the operation lock, with no session to
+/// record it.
+pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str) -> Result<Merged, MergeError> {
+    let run = crate::journal::operate(root, crate::journal::NO_SESSION, |repo| {
+        plan_merge(repo, root, task_branch, base_branch, note, &[]).map_err(|e| e.to_string())
+    });
+    run.map(|(merged, _)| merged).map_err(other)
 }
 
 /// Attaches `text` to `commit` under `refs/notes/code-intel` (git's notes layout: a tree with
 /// one blob per annotated commit, named by its hex id), appending to any existing notes.
-fn add_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<(), String> {
+pub(crate) fn add_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<(), String> {
     for _ in 0..5 {
         let parent = super::ref_id(repo, NOTES_REF)?;
         let mut editor = match parent {

@@ -11,10 +11,9 @@ pub mod worktree;
 use std::path::Path;
 
 use gix::ObjectId;
-use gix::refs::transaction::PreviousValue;
-use gix::refs::{FullName, Target};
+use gix::refs::FullName;
 
-use crate::gitstore::{apply, update};
+use crate::journal::{Journal, RefChange, RefValue};
 
 pub const TASK_BRANCH_PREFIX: &str = "llm_task_";
 
@@ -57,11 +56,15 @@ pub(crate) fn ref_id(repo: &gix::Repository, name: &str) -> Result<Option<Object
         .and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
 }
 
-/// Creates the task branch at the current commit and makes it HEAD, with reflog entries. The
-/// work tree and the index are untouched: the branch points at the commit they are based on,
-/// so uncommitted work carries over.
-pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, String> {
-    let repo = open(root)?;
+/// Plans creating the task branch at the current commit and making it HEAD, as one ref
+/// transaction with reflog entries. The work tree and the index are untouched: the branch points
+/// at the commit they are based on, so uncommitted work carries over, and is remembered now
+/// (its contents stored as blobs) so the task's commit can leave it alone.
+pub fn plan_task_branch(
+    repo: &gix::Repository,
+    root: &Path,
+    session_id: &str,
+) -> Result<(TaskBranch, Journal), String> {
     let head_name = repo
         .head_name()
         .map_err(|e| e.to_string())?
@@ -71,26 +74,31 @@ pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, S
     let base = head_name.shorten().to_string();
     let name = task_branch_name(session_id, &base);
     let full = FullName::try_from(format!("refs/heads/{name}")).map_err(|e| e.to_string())?;
-    let edits = vec![
-        update(
-            full.as_bstr().to_string().as_str(),
-            PreviousValue::MustNotExist,
-            Target::Object(head),
-            &format!("branch: Created from {base}"),
-        )
-        .map_err(|e| e.to_string())?,
-        update(
-            "HEAD",
-            PreviousValue::MustExistAndMatch(Target::Symbolic(head_name.clone())),
-            Target::Symbolic(full),
-            &format!("checkout: moving from {base} to {name}"),
-        )
-        .map_err(|e| e.to_string())?,
+    let refs = vec![
+        RefChange {
+            name: full.as_bstr().to_string(),
+            expected: None,
+            new: Some(RefValue::Object(head.to_string())),
+            message: format!("branch: Created from {base}"),
+        },
+        RefChange {
+            name: "HEAD".into(),
+            expected: Some(RefValue::Symbolic(head_name.as_bstr().to_string())),
+            new: Some(RefValue::Symbolic(full.as_bstr().to_string())),
+            message: format!("checkout: moving from {base} to {name}"),
+        },
     ];
-    // The user's uncommitted work is remembered so the task's commit can leave it alone.
-    let user_changes = worktree::snapshot(&repo, root, tree_of(&repo, head)?)?;
-    apply(&repo, edits).map_err(|e| e.to_string())?;
-    Ok(TaskBranch { name, base, base_commit: head, user_changes })
+    let user_changes = worktree::snapshot(repo, root, tree_of(repo, head)?)?;
+    let journal = Journal::new(format!("creating the task branch {name}"), refs, Vec::new());
+    Ok((TaskBranch { name, base, base_commit: head, user_changes }, journal))
+}
+
+/// Creates the task branch (see [`plan_task_branch`]) under the operation lock, with no
+/// session to record it.
+pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, String> {
+    crate::journal::operate(root, crate::journal::NO_SESSION, |repo| plan_task_branch(repo, root, session_id))
+        .map(|(b, _)| b)
+        .map_err(|e| e.to_string())
 }
 
 /// Takes over an existing task branch (BRANCH_INTERVENTION `continue`): its base commit is

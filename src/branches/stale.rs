@@ -1,16 +1,14 @@
 //! `llm_task_*` branches left by earlier sessions: listing them with their base and how far
-//! ahead they are, deleting them, merging the current one, and switching away from one.
+//! ahead they are, and deleting them (HEAD leaving for the base first when it is on one).
 
 use std::path::Path;
 
 use gix::ObjectId;
-use gix::refs::Target;
-use gix::refs::transaction::PreviousValue;
 use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::{parse_task_branch, ref_id, worktree};
-use crate::gitstore::{apply, delete, update};
+use crate::journal::{Journal, RefChange, RefValue};
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StaleBranch {
@@ -25,7 +23,10 @@ pub struct StaleBranch {
 
 /// Every `llm_task_*` branch with its base and commits ahead.
 pub fn list(root: &Path) -> Result<Vec<StaleBranch>, String> {
-    let repo = super::open(root)?;
+    list_in(&super::open(root)?)
+}
+
+fn list_in(repo: &gix::Repository) -> Result<Vec<StaleBranch>, String> {
     let head = repo.head_name().map_err(|e| e.to_string())?.map(|n| n.shorten().to_string());
     let platform = repo.references().map_err(|e| e.to_string())?;
     let mut out = Vec::new();
@@ -34,10 +35,10 @@ pub fn list(root: &Path) -> Result<Vec<StaleBranch>, String> {
         let Some(tip) = r.target().try_id().map(ToOwned::to_owned) else { continue };
         let base = parse_task_branch(&branch).map(|(_, b)| b);
         let base_tip = match &base {
-            Some(b) => ref_id(&repo, &format!("refs/heads/{b}"))?,
+            Some(b) => ref_id(repo, &format!("refs/heads/{b}"))?,
             None => None,
         };
-        let ahead = ahead_of(&repo, tip, base_tip)?;
+        let ahead = ahead_of(repo, tip, base_tip)?;
         out.push(StaleBranch { current: head.as_deref() == Some(branch.as_str()), branch, base, ahead });
     }
     out.sort_by(|a, b| a.branch.cmp(&b.branch));
@@ -49,50 +50,48 @@ fn ahead_of(repo: &gix::Repository, tip: ObjectId, base: Option<ObjectId>) -> Re
     Ok(walk.all().map_err(|e| e.to_string())?.filter_map(Result::ok).count())
 }
 
-/// Points HEAD at `target` (a branch name), bringing the work tree from the current commit to
-/// the target's. Files with uncommitted changes that the switch would overwrite stop it.
-pub fn switch_to(root: &Path, target: &str) -> Result<(), String> {
-    let repo = super::open(root)?;
-    let head_name = repo.head_name().map_err(|e| e.to_string())?.ok_or("HEAD is detached")?;
-    let from = repo.head_id().map_err(|e| e.to_string())?.detach();
-    let target_ref = format!("refs/heads/{target}");
-    let to = ref_id(&repo, &target_ref)?.ok_or_else(|| format!("{target} does not exist"))?;
-    let tree_move = worktree::TreeMove::plan(&repo, root, super::tree_of(&repo, from)?, super::tree_of(&repo, to)?)
-        .map_err(|e| format!("{e} by switching to {target}"))?;
-    let head_edit = update(
-        "HEAD",
-        PreviousValue::MustExistAndMatch(Target::Symbolic(head_name.clone())),
-        Target::Symbolic(
-            target_ref.as_str().try_into().map_err(|e: gix::validate::reference::name::Error| e.to_string())?,
-        ),
-        &format!("checkout: moving from {} to {target}", head_name.shorten()),
-    )
-    .map_err(|e| e.to_string())?;
-    apply(&repo, vec![head_edit]).map_err(|e| e.to_string())?;
-    tree_move.apply(&repo, root)?;
-    Ok(())
-}
-
-/// Deletes `branches`; one that HEAD is on is left first for its base.
-pub fn delete_branches(root: &Path, branches: &[String]) -> Result<(), String> {
-    let current = list(root)?.into_iter().find(|b| b.current && branches.contains(&b.branch));
+/// Plans deleting `branches` as a journaled operation: when HEAD is on one of them, HEAD moves
+/// to that branch's base in the same ref transaction (the work tree follows, and files with
+/// uncommitted changes the move would overwrite refuse the plan); each branch is deleted only
+/// if it still points where it did.
+pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> Result<((), Journal), String> {
+    let current = list_in(repo)?.into_iter().find(|b| b.current && branches.contains(&b.branch));
+    let mut refs = Vec::new();
+    let mut after = Vec::new();
     if let Some(b) = current {
         let base = b
             .base
             .ok_or_else(|| format!("HEAD is on {}, whose base is unknown; check out a branch first", b.branch))?;
-        switch_to(root, &base)?;
+        let base_ref = format!("refs/heads/{base}");
+        let from = repo.head_id().map_err(|e| e.to_string())?.detach();
+        let to = ref_id(repo, &base_ref)?.ok_or_else(|| format!("{base} does not exist"))?;
+        let tree_move = worktree::TreeMove::plan(repo, root, super::tree_of(repo, from)?, super::tree_of(repo, to)?)
+            .map_err(|e| format!("{e} by switching to {base}"))?;
+        refs.push(RefChange {
+            name: "HEAD".into(),
+            expected: Some(RefValue::Symbolic(format!("refs/heads/{}", b.branch))),
+            new: Some(RefValue::Symbolic(base_ref)),
+            message: format!("checkout: moving from {} to {base}", b.branch),
+        });
+        after.extend(tree_move.steps());
     }
-    let repo = super::open(root)?;
-    let mut edits = Vec::new();
     for b in branches {
         let name = format!("refs/heads/{b}");
-        if let Some(tip) = ref_id(&repo, &name)? {
-            edits
-                .push(delete(&name, PreviousValue::MustExistAndMatch(Target::Object(tip))).map_err(|e| e.to_string())?);
+        if let Some(tip) = ref_id(repo, &name)? {
+            refs.push(RefChange {
+                name,
+                expected: Some(RefValue::Object(tip.to_string())),
+                new: None,
+                message: "branch: deleted by git-code-intel".into(),
+            });
         }
     }
-    if !edits.is_empty() {
-        apply(&repo, edits).map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    Ok(((), Journal::new(format!("deleting {}", branches.join(", ")), refs, after)))
+}
+
+/// Deletes `branches` (see [`plan_delete`]) under the operation lock, with no session to record.
+pub fn delete_branches(root: &Path, branches: &[String]) -> Result<(), String> {
+    crate::journal::operate(root, crate::journal::NO_SESSION, |repo| plan_delete(repo, root, branches))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }

@@ -48,7 +48,8 @@ fn visible_files(root: &Path) -> BTreeSet<String> {
         .require_git(false)
         .parents(false)
         .threads(rayon::current_num_threads().max(1))
-        .filter_entry(|e| e.file_name() != ".git")
+        // Our own temporary files (see `restore`) are never the user's changes.
+        .filter_entry(|e| e.file_name() != ".git" && !e.file_name().to_string_lossy().ends_with(".code-intel-tmp"))
         .build_parallel()
         .run(|| {
             let found = &found;
@@ -191,6 +192,7 @@ pub fn write_index(
 /// and never over uncommitted work.
 pub struct TreeMove {
     to_tree: ObjectId,
+    from: BTreeMap<String, (ObjectId, EntryKind)>,
     to: BTreeMap<String, (ObjectId, EntryKind)>,
     touched: BTreeSet<String>,
     dirty: BTreeSet<String>,
@@ -213,16 +215,29 @@ impl TreeMove {
         if let Some(p) = touched.iter().find(|p| dirty.contains(*p)) {
             return Err(format!("uncommitted changes in {p} would be overwritten"));
         }
-        Ok(TreeMove { to_tree, to, touched, dirty })
+        Ok(TreeMove { to_tree, from, to, touched, dirty })
     }
 
-    /// Rewrites the files that differ and the index.
-    pub fn apply(&self, repo: &gix::Repository, root: &Path) -> Result<(), String> {
-        for p in &self.touched {
-            restore(repo, root, p, self.to.get(p).copied())?;
-        }
-        write_index(repo, root, self.to_tree, &self.dirty)
+    /// The journal steps that carry out the move: each touched file from its old version to
+    /// its new one, then the index.
+    pub fn steps(&self) -> Vec<crate::journal::Step> {
+        let mut steps: Vec<crate::journal::Step> = self
+            .touched
+            .iter()
+            .map(|p| crate::journal::Step::File {
+                path: p.clone(),
+                from: blob(self.from.get(p).copied()),
+                to: blob(self.to.get(p).copied()),
+            })
+            .collect();
+        steps.push(crate::journal::Step::Index { tree: self.to_tree, differs: self.dirty.iter().cloned().collect() });
+        steps
     }
+}
+
+/// A tree entry as the journal records it.
+pub fn blob(entry: Option<(ObjectId, EntryKind)>) -> Option<crate::journal::Blob> {
+    entry.map(|(id, kind)| crate::journal::Blob { id, kind })
 }
 
 /// The work tree's differences from `tree`, with their contents stored as blobs: path → blob
@@ -243,7 +258,9 @@ pub fn snapshot(
     Ok(out)
 }
 
-/// Writes a blob of `tree` back to the work tree (or removes the file when the tree lacks it).
+/// Writes a blob back to the work tree (or removes the file when `entry` is None). The new
+/// content goes through a temporary file beside it and a rename, so the file is at every moment
+/// either its old or its new self, never missing or cut short.
 pub fn restore(
     repo: &gix::Repository,
     root: &Path,
@@ -261,23 +278,34 @@ pub fn restore(
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
             }
-            let _ = std::fs::remove_file(&path);
+            let tmp = crate::journal::temp_beside(&path);
+            let _ = std::fs::remove_file(&tmp);
             if kind == EntryKind::Link {
                 #[cfg(unix)]
                 {
                     let target = String::from_utf8_lossy(&blob.data).into_owned();
-                    return std::os::unix::fs::symlink(target, &path).map_err(|e| e.to_string());
+                    std::os::unix::fs::symlink(target, &tmp).map_err(|e| e.to_string())?;
+                    return std::fs::rename(&tmp, &path).map_err(|e| e.to_string());
                 }
             }
-            std::fs::write(&path, &blob.data).map_err(|e| e.to_string())?;
+            std::fs::write(&tmp, &blob.data).map_err(|e| e.to_string())?;
             #[cfg(unix)]
             if kind == EntryKind::BlobExecutable {
                 use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
+                let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755));
             }
-            Ok(())
+            crate::journal::failpoint("file-written");
+            std::fs::rename(&tmp, &path).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                e.to_string()
+            })
         }
     }
+}
+
+/// The blob id and kind the work-tree file at `rel` would have, or None if it is not there.
+pub fn current_blob(repo: &gix::Repository, root: &Path, rel: &str) -> Result<Option<(ObjectId, EntryKind)>, String> {
+    Ok(read(repo.object_hash(), root, rel)?.map(|(id, kind, _)| (id, kind)))
 }
 
 /// A staged change: the path, the HEAD blob (if any) and the staged blob.

@@ -174,6 +174,7 @@ catalogue! {
     SESSION_COMPLETE = ["session_messages", "session_complete"] () Note;
     SESSION_ACTIVE = ["session_messages", "session_active"] ("session_id") State;
     CHECKPOINT_CONFLICT = ["session_messages", "checkpoint_conflict"] () Failure;
+    LOCK_IN_THE_WAY = ["session_messages", "lock_in_the_way"] ("path") Failure;
     REVERT_TO_PLANNING = ["session_messages", "revert_to_planning"] ("reason", "tasks") Note;
     VERIFICATION_FAILED_ONLY_VERIFY = ["session_messages", "verification_failed_only_verify"] () Note;
 
