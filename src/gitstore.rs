@@ -211,7 +211,14 @@ impl SessionStore {
             "evidence": crate::semantic::learning::evidence_of(state),
             "last_checkpoint": previous.to_string(),
         });
-        self.append_history(&repo, &record)?;
+        // A finish interrupted after the record was appended is not recorded twice.
+        let recorded = self.history(1)?.first().is_some_and(|r| {
+            r["session_id"] == record["session_id"] && r["last_checkpoint"] == record["last_checkpoint"]
+        });
+        if !recorded {
+            self.append_history(&repo, &record)?;
+        }
+        crate::journal::failpoint("history-appended");
         let name = session_ref(&state.session_id)?;
         let edits = vec![
             delete(name.as_bstr().to_string().as_str(), PreviousValue::MustExistAndMatch(Target::Object(previous)))?,
@@ -374,10 +381,13 @@ pub(crate) fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), S
     crate::journal::remove_stale_ref_locks(&git_dir, &names);
     let sig = signature(repo);
     let mut buf = gix::date::parse::TimeBuf::default();
-    repo.edit_references_as(edits, Some(sig.to_ref(&mut buf))).map(|_| ()).map_err(|e| {
+    crate::journal::failpoint("ref-edit");
+    let applied = repo.edit_references_as(edits, Some(sig.to_ref(&mut buf))).map(|_| ()).map_err(|e| {
         match crate::journal::lock_in_the_way(&git_dir, &names) {
             Some(lock) => StoreError::Locked(lock.display().to_string()),
             None => git(e),
         }
-    })
+    });
+    crate::journal::failpoint("ref-edited");
+    applied
 }

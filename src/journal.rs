@@ -34,8 +34,6 @@ const LOCK_FILE: &str = "code-intel/operation.lock";
 const JOURNAL_FILE: &str = "code-intel/operation.json";
 /// How long to wait for another process's operation before giving up.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
-/// A ref lock file older than this, found while we hold the operation lock, is stale.
-const STALE_LOCK_AGE: Duration = Duration::from_secs(2);
 
 // ---- The operation lock -------------------------------------------------------------------
 
@@ -116,12 +114,14 @@ impl Drop for OperationLock {
     }
 }
 
-/// Removes `.lock` files of `refs` that are stale. Call with the operation lock held: under
-/// `refs/code-intel/` every writer holds it, so an old lock there belongs to a dead process.
+/// Removes the `.lock` files of our own refs among `refs`. Call with the operation lock held:
+/// every git-code-intel process writes `refs/code-intel/*` and `refs/notes/code-intel` only while
+/// holding it, so such a lock belongs to a process that died.
 pub fn remove_stale_ref_locks(git_dir: &Path, refs: &[&str]) {
-    for name in refs.iter().filter(|n| n.starts_with("refs/code-intel/")) {
+    let ours = |n: &&&str| n.starts_with("refs/code-intel/") || **n == crate::branches::merge::NOTES_REF;
+    for name in refs.iter().filter(ours) {
         let lock = git_dir.join(format!("{name}.lock"));
-        if is_older_than(&lock, STALE_LOCK_AGE) {
+        if lock.exists() {
             match std::fs::remove_file(&lock) {
                 Ok(()) => tracing::warn!("removed {}, left by a git-code-intel process that died", lock.display()),
                 Err(e) => tracing::warn!("cannot remove the stale {}: {e}", lock.display()),
@@ -133,14 +133,6 @@ pub fn remove_stale_ref_locks(git_dir: &Path, refs: &[&str]) {
 /// The first `.lock` file of `refs` (or of the index) in the way, for an error message.
 pub fn lock_in_the_way(git_dir: &Path, refs: &[&str]) -> Option<PathBuf> {
     refs.iter().map(|n| git_dir.join(format!("{n}.lock"))).find(|p| p.exists())
-}
-
-fn is_older_than(path: &Path, age: Duration) -> bool {
-    std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
-        .is_some_and(|d| d > age)
 }
 
 // ---- The journal ------------------------------------------------------------------------
@@ -486,10 +478,12 @@ pub fn state_dir(git_dir: &Path) -> PathBuf {
 }
 
 /// Fault injection for the crash tests: when `CODE_INTEL_FAILPOINT` names this point (or
-/// `point#n`, the n-th time it is reached), the process kills itself with SIGKILL there.
+/// `point#n`, the n-th time it is reached), the process kills itself with SIGKILL there. With
+/// `CODE_INTEL_FAILPOINT_TRACE` set to a file, every point reached is appended to it.
 pub fn failpoint(point: &str) {
     static SPEC: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
     static HITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static TRACE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     let spec = SPEC.get_or_init(|| {
         let v = std::env::var("CODE_INTEL_FAILPOINT").ok()?;
         Some(match v.split_once('#') {
@@ -497,6 +491,12 @@ pub fn failpoint(point: &str) {
             None => (v, 1),
         })
     });
+    if let Some(trace) = TRACE.get_or_init(|| std::env::var_os("CODE_INTEL_FAILPOINT_TRACE").map(PathBuf::from)) {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(trace) {
+            let _ = writeln!(f, "{point}");
+        }
+    }
     let Some((name, n)) = spec else { return };
     if name == point && HITS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == *n {
         #[cfg(unix)]

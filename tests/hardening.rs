@@ -149,3 +149,78 @@ async fn nested_definitions_give_bounded_answers() {
     fsck_clean(root);
     client.cancel().await.unwrap();
 }
+
+/// 4. A lock file a killed process left under refs/code-intel/ blocked every submit
+/// ("checkpoint_conflict", which was not true) and made `clean` exit 1. Our own stale locks are
+/// removed; a lock on a ref we share with git (HEAD) is named, with what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_locks_are_cleared_or_named() {
+    let repo = committed_project();
+    let root = repo.path();
+    let client = connect(root).await;
+    let started = ok(&client, "start_session", json!({"intent": "INVESTIGATE", "query": "q"})).await;
+    let id = started["session_id"].as_str().unwrap();
+    let lock = root.join(format!(".git/refs/code-intel/sessions/{id}.lock"));
+    std::fs::write(&lock, "").unwrap();
+    let r = ok(
+        &client,
+        "submit_phase",
+        json!({"data": {"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "docs"}}),
+    )
+    .await;
+    assert_eq!(r["phase"], "QUERY_FRAME");
+    assert!(!lock.exists(), "the dead process's lock is gone");
+    std::fs::write(root.join(".git/refs/code-intel/active.lock"), "").unwrap();
+    std::fs::write(root.join(format!(".git/refs/code-intel/sessions/{id}.lock")), "").unwrap();
+    let out = std::process::Command::new(BIN).arg("clean").current_dir(root).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(ok(&client, "get_session_status", json!({})).await["active"], false);
+
+    // A lock held on HEAD (a git command running, or killed): the merge is refused, naming
+    // the file and what to do, and nothing changes.
+    ok(
+        &client,
+        "start_session",
+        json!({"intent": "IMPLEMENT", "query": "q", "fast": true, "no_doc_research": true, "no_verify": true}),
+    )
+    .await;
+    ok(&client, "submit_phase", json!({"data": {"slots": {}, "tools_used": [], "summary": "frame"}})).await;
+    ok(
+        &client,
+        "submit_phase",
+        json!({"data": {"tasks": [{"id": "t1", "description": "d", "status": "pending",
+        "checklist": [{"item": "i"}]}], "tools_used": [], "summary": "plan"}}),
+    )
+    .await;
+    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let line = text.lines().count() + 3;
+    text.push_str("\n\ndef logout(session):\n    session.user = None\n    return True\n");
+    std::fs::write(&path, text).unwrap();
+    ok(&client, "submit_phase", json!({"data": {"task_id": "t1", "checklist": [{"item": "i", "status": "done",
+        "evidence": format!("src/auth.py:{line}-{}", line + 2)}], "tools_used": ["check_write_target"], "summary": "done"}}))
+        .await;
+    ok(&client, "submit_phase", json!({"data": {"summary": "complete"}})).await;
+    ok(&client, "review_changes", json!({})).await;
+    ok(
+        &client,
+        "submit_phase",
+        json!({"data": {"commit_message": "Add logout", "tools_used": ["review_changes"], "summary": "s"}}),
+    )
+    .await;
+    let head_lock = root.join(".git/HEAD.lock");
+    std::fs::write(&head_lock, "").unwrap();
+    let before = git(root, &["for-each-ref", "--format=%(refname) %(objectname)"]);
+    let r = err(&client, "submit_phase", json!({"data": {"summary": "merge"}})).await;
+    assert_eq!(r["error"], "merge_failed", "{r}");
+    let details = r["details"].as_str().unwrap();
+    assert!(details.contains("HEAD.lock") && details.contains("delete that file"), "{details}");
+    assert_eq!(git(root, &["for-each-ref", "--format=%(refname) %(objectname)"]), before, "nothing changed");
+    std::fs::remove_file(&head_lock).unwrap();
+    let r = ok(&client, "submit_phase", json!({"data": {"summary": "merge"}})).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE", "{r}");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
