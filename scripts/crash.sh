@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/git-code-intel/target}"
 CODE_INTEL_CRASH_KILLS="${1:-1000}" CODE_INTEL_CRASH_SEED="${2:-$(date +%s)}" \
-  cargo test --release --test crash -- --nocapture
+  cargo test --test crash -- --nocapture
