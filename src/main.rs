@@ -63,13 +63,23 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        return match runtime.block_on(mcp::serve_stdio(ws)) {
-            Ok(()) => ExitCode::SUCCESS,
+        let code = match runtime.block_on(mcp::serve_stdio(ws)) {
+            Ok(()) => 0,
             Err(e) => {
                 eprintln!("error: MCP server stopped: {e}");
-                ExitCode::from(1)
+                1
             }
         };
+        // End now: tool calls still running are abandoned (waiting for them is what kept a
+        // closed server alive for seconds), and the ONNX runtime's exit handlers, which
+        // complain about threads still running, are skipped.
+        #[cfg(unix)]
+        // SAFETY: ends the process; nothing runs afterwards.
+        unsafe {
+            libc::_exit(code)
+        }
+        #[cfg(not(unix))]
+        return ExitCode::from(code as u8);
     }
     ExitCode::from(cli::run_tool(&ws, cli.command, cli.json) as u8)
 }

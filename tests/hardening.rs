@@ -54,7 +54,7 @@ async fn in_ready(client: &Client) {
     ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
 }
 
-/// 1. A symlink at an explored place whose target does not exist yet, outside the repository:
+/// Failure 1: a symlink at an explored place whose target does not exist yet, outside the repository:
 /// writing through it would create a file outside. check_write_target and the hook refuse it,
 /// for a file link and for a directory link.
 #[cfg(unix)]
@@ -82,7 +82,7 @@ async fn dangling_symlinks_do_not_let_writes_out() {
     client.cancel().await.unwrap();
 }
 
-/// 9. `.git/` is never searched, listed or written: its config can carry credentials, its
+/// Failure 9: `.git/` is never searched, listed or written: its config can carry credentials, its
 /// hooks run code.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_git_directory_is_out_of_reach() {
@@ -105,7 +105,7 @@ async fn the_git_directory_is_out_of_reach() {
     client.cancel().await.unwrap();
 }
 
-/// 2. Nested definitions made the output grow with the square of the input: 80 KB of inline
+/// Failure 2: nested definitions made the output grow with the square of the input: 80 KB of inline
 /// Rust gave 302 MB. Nesting is bounded (with a note), and every answer stays under 256 KB,
 /// paged with next_offset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,7 +150,7 @@ async fn nested_definitions_give_bounded_answers() {
     client.cancel().await.unwrap();
 }
 
-/// 4. A lock file a killed process left under refs/code-intel/ blocked every submit
+/// Failure 4: a lock file a killed process left under refs/code-intel/ blocked every submit
 /// ("checkpoint_conflict", which was not true) and made `clean` exit 1. Our own stale locks are
 /// removed; a lock on a ref we share with git (HEAD) is named, with what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,4 +223,138 @@ async fn stale_locks_are_cleared_or_named() {
     assert_eq!(r["phase"], "SESSION_COMPLETE", "{r}");
     fsck_clean(root);
     client.cancel().await.unwrap();
+}
+
+/// Spawns `git-code-intel serve` with piped stdio.
+fn spawn_server(root: &Path) -> std::process::Child {
+    std::process::Command::new(BIN)
+        .arg("serve")
+        .current_dir(root)
+        .env("CODE_INTEL_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn initialize(stdin: &mut impl std::io::Write) {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    writeln!(stdin, "{init}").unwrap();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+}
+
+/// How long the child takes to exit, at most `limit`.
+fn exit_time(child: &mut std::process::Child, limit: std::time::Duration) -> Option<std::time::Duration> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit {
+        if child.try_wait().unwrap().is_some() {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}
+
+/// Failure 6: closing stdin with a tool call in flight took about 5 s, and a client that
+/// stopped reading stdout kept the server alive forever. Both now end within 2 s.
+#[test]
+fn the_server_exits_within_two_seconds_of_stdin_closing() {
+    use std::io::Write;
+    let repo = committed_project();
+    let root = repo.path();
+    // A call in flight: submit_phase waits for the operation lock another process holds.
+    let mut child = spawn_server(root);
+    let mut stdin = child.stdin.take().unwrap();
+    initialize(&mut stdin);
+    let start = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "start_session", "arguments": {"intent": "INVESTIGATE", "query": "q"}}});
+    writeln!(stdin, "{start}").unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::create_dir_all(root.join(".git/code-intel")).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.join(".git/code-intel/operation.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let submit = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "submit_phase", "arguments": {"data": {"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "s"}}}});
+    writeln!(stdin, "{submit}").unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(stdin);
+    let took = exit_time(&mut child, std::time::Duration::from_secs(10));
+    assert!(took.is_some_and(|t| t < std::time::Duration::from_secs(2)), "exit after stdin closed: {took:?}");
+    drop(lock);
+
+    // A client that stops reading stdout: the answers pile up in the pipe.
+    let mut child = spawn_server(root);
+    let mut stdin = child.stdin.take().unwrap();
+    initialize(&mut stdin);
+    for id in 1..200 {
+        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"})).unwrap();
+    }
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    drop(stdin);
+    let took = exit_time(&mut child, std::time::Duration::from_secs(10));
+    assert!(took.is_some_and(|t| t < std::time::Duration::from_secs(2)), "exit with stdout unread: {took:?}");
+    fsck_clean(root);
+}
+
+/// Failure 7: requests that cannot be read got no answer, so the client waited for its own
+/// timeout. Now a parse error (-32700, id null) answers what is not UTF-8 or JSON (lone
+/// surrogates and nesting over 128 included), an invalid-request error (-32600) answers JSON
+/// that is no message, and the server goes on serving.
+#[test]
+fn unreadable_requests_get_a_json_rpc_error() {
+    use std::io::{BufRead, BufReader, Write};
+    let repo = committed_project();
+    let mut child = spawn_server(repo.path());
+    let mut stdin = child.stdin.take().unwrap();
+    initialize(&mut stdin);
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let bad: Vec<Vec<u8>> = vec![
+        b"this is not json".to_vec(),
+        b"{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": \xff}".to_vec(),
+        br#"{"jsonrpc": "2.0", "id": 6, "method": "\ud800"}"#.to_vec(),
+        deep.into_bytes(),
+        b"{\"jsonrpc\": \"2.0\", \"id\": 9, \"no_method\": true}".to_vec(),
+    ];
+    for line in &bad {
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})).unwrap();
+    stdin.flush().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut answers = Vec::new();
+    while answers.iter().all(|a: &Value| a["id"] != 10) {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let msg: Value = serde_json::from_str(&line).unwrap();
+        if msg.get("id").is_some() && msg["id"] != 0 {
+            answers.push(msg);
+        }
+    }
+    drop(stdin);
+    let codes: Vec<(Value, Value)> = answers.iter().map(|a| (a["id"].clone(), a["error"]["code"].clone())).collect();
+    assert_eq!(
+        codes,
+        vec![
+            (Value::Null, json!(-32700)),
+            (Value::Null, json!(-32700)),
+            (Value::Null, json!(-32700)),
+            (Value::Null, json!(-32700)),
+            (json!(9), json!(-32600)),
+            (json!(10), Value::Null),
+        ],
+        "{answers:?}"
+    );
+    assert!(answers.last().unwrap()["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    let _ = exit_time(&mut child, std::time::Duration::from_secs(5));
 }

@@ -382,7 +382,7 @@ fn server_exits_when_stdin_closes_and_keeps_stdout_clean() {
     stdin.flush().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut seen = Vec::new();
-    while seen.len() < 2 {
+    while seen.len() < 3 {
         let mut line = String::new();
         if out.read_line(&mut line).unwrap() == 0 {
             break;
@@ -392,8 +392,10 @@ fn server_exits_when_stdin_closes_and_keeps_stdout_clean() {
             seen.push(msg);
         }
     }
-    assert_eq!(seen.len(), 2, "initialize and tools/call answered");
-    assert_eq!(seen[1]["result"]["structuredContent"]["definitions"][0]["file"], "src/auth.py");
+    assert_eq!(seen.len(), 3, "initialize, tools/call and the line that is not JSON answered: {seen:?}");
+    let by_id = |id: Value| seen.iter().find(|m| m["id"] == id).unwrap_or_else(|| panic!("no answer for {id}"));
+    assert_eq!(by_id(json!(2))["result"]["structuredContent"]["definitions"][0]["file"], "src/auth.py");
+    assert_eq!(by_id(Value::Null)["error"]["code"], -32700, "a parse error for the line that is not JSON");
     drop(stdin);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -497,3 +497,82 @@ fn index_command_builds_both_indexes_with_progress_and_rebuild_reuses_embeddings
     let (report, _) = run(&["--json", "index", "--symbols-only"]);
     assert!(report.get("forest").is_none(), "{report}");
 }
+
+/// Closing stdin during a long background Forest sync (issue 11, 6): the server ends within
+/// 2 s, without the ONNX Runtime errors an exit under running inference threads printed, and
+/// what the sync had embedded is kept (the next sync takes it from the cache).
+#[test]
+fn shutdown_during_a_sync_keeps_what_it_did() {
+    use std::io::{Read, Write};
+    let dir = common::committed_project();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("gen")).unwrap();
+    for f in 0..120 {
+        let mut text = String::new();
+        for g in 0..8 {
+            text.push_str(&format!(
+                "def handler_{f}_{g}(request, retries={g}):\n    \"\"\"Handle request {f}.{g} and retry on failure.\"\"\"\n    value = request.get('field_{g}')\n    return [value] * retries\n\n\n"
+            ));
+        }
+        std::fs::write(root.join(format!("gen/module_{f}.py")), text).unwrap();
+    }
+    let mut child = std::process::Command::new(BIN)
+        .arg("serve")
+        .current_dir(root)
+        .env("CODE_INTEL_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})).unwrap();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    // The sync on start runs meanwhile: wait until it has done some slices, not all.
+    let mut id = 0;
+    loop {
+        id += 1;
+        let search = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "semantic_search", "arguments": {"query": "retry a request", "collection": "forest"}}});
+        writeln!(stdin, "{search}").unwrap();
+        stdin.flush().unwrap();
+        let answer = loop {
+            let mut line = String::new();
+            use std::io::BufRead;
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "the server ended");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                break v;
+            }
+        };
+        let result = &answer["result"]["structuredContent"];
+        let done = result["sync"]["chunks_done"].as_u64().unwrap_or(0);
+        if result["partial"] == true && done > 0 {
+            break;
+        }
+        assert!(result["partial"] == true || done == 0, "the sync finished before the test could stop it: {answer}");
+        assert!(id < 600, "the sync did not start");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(stdin);
+    let closed = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(closed.elapsed() < std::time::Duration::from_secs(5), "still running 5 s after stdin closed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(closed.elapsed() < std::time::Duration::from_secs(2), "took {:?}", closed.elapsed());
+    assert!(status.success(), "{status}");
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(!stderr.to_lowercase().contains("onnx"), "{stderr}");
+    // The files the stopped sync finished stay in the Forest: the next sync does only the rest.
+    let out = std::process::Command::new(BIN).args(["--json", "index"]).current_dir(root).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let forest = &report["forest"];
+    let (changed, files) = (forest["files_changed"].as_u64().unwrap(), forest["files"].as_u64().unwrap());
+    assert!(changed < files, "the stopped sync's work was lost: {report}");
+    assert!(forest["embedded"].as_u64().unwrap() < forest["chunks"].as_u64().unwrap(), "{report}");
+}

@@ -81,11 +81,17 @@ pub fn plan_commit(
         });
         commit
     };
-    // The user's own changes left out of the commit still differ from the index.
+    // The user's own changes still differ from the index: those left out of the commit, and
+    // those a discard brings back. (Recording the stat data of such a file against the tree's
+    // blob would hide the user's change from git status once the file's timestamp is no
+    // longer racy.)
     let differs: Vec<String> = changes
         .iter()
-        .filter(|c| !discard.contains(&c.path))
-        .filter(|c| user_changes.get(&c.path).is_some_and(|u| *u == c.new.map(|n| n.0)))
+        .filter(|c| match user_changes.get(&c.path) {
+            Some(user) if discard.contains(&c.path) => user.is_some() || c.old.is_some(),
+            Some(user) => *user == c.new.map(|n| n.0),
+            None => false,
+        })
         .map(|c| c.path.clone())
         .collect();
     after.push(Step::Index { tree, differs });

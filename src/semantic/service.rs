@@ -201,6 +201,13 @@ impl Semantic {
         }
     }
 
+    /// Asks a running sync to stop at its next slice (what it did is saved), and waits up to
+    /// `wait` for it; true when none is running any more.
+    pub fn stop_sync(&self, wait: Duration) -> bool {
+        self.progress.stop.store(true, Ordering::SeqCst);
+        self.wait_for_sync(wait)
+    }
+
     /// Waits up to `wait` for a running sync to finish; true when none is running any more.
     pub fn wait_for_sync(&self, wait: Duration) -> bool {
         let deadline = std::time::Instant::now() + wait;

@@ -64,6 +64,8 @@ pub struct Progress {
     pub running: AtomicBool,
     pub done: AtomicUsize,
     pub total: AtomicUsize,
+    /// Asks a running sync to stop at its next slice boundary (the server is shutting down).
+    pub stop: AtomicBool,
 }
 
 /// Whether the Forest holds `rel`: a file with a grammar, or a text file of a known kind.
@@ -172,6 +174,7 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
 
     // Slices of whole files, about SLICE_CHUNKS chunks each.
     let mut done = 0;
+    let mut stopped = false;
     let mut slice: Vec<Changed> = Vec::new();
     let mut slice_chunks = 0;
     let mut pending = changed.into_iter().peekable();
@@ -184,11 +187,19 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
             slice_chunks = 0;
             cx.progress.done.store(done, Ordering::Relaxed);
             on_slice(done, total);
+            if cx.progress.stop.load(Ordering::Relaxed) {
+                stopped = true;
+                break;
+            }
         }
     }
 
     let mut forest = cx.forest.write().unwrap_or_else(|p| p.into_inner());
-    forest.synced_at = chrono::Utc::now().timestamp();
+    // A stopped sync saves what it did; the files it did not reach still differ, so the next
+    // sync takes them up.
+    if !stopped {
+        forest.synced_at = chrono::Utc::now().timestamp();
+    }
     report.files = forest.files.len();
     report.chunks = forest.chunk_count();
     let mut cache = cx.cache.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,5 +1,8 @@
 //! The MCP stdio server: translates `tools/call` requests into [`crate::tools`] calls.
-//! Nothing but MCP messages goes to stdout; logs go to stderr.
+//! Nothing but MCP messages goes to stdout; logs go to stderr. [`transport`] reads and writes
+//! the messages, and answers what it cannot read.
+
+pub mod transport;
 
 use std::sync::Arc;
 
@@ -510,9 +513,28 @@ fn lint_project_contract(ws: &Workspace) {
     }
 }
 
-/// Serves MCP over stdin/stdout until the client closes stdin.
+/// Serves MCP over stdin/stdout until the client closes stdin. Then a background Forest sync
+/// stops at its next slice (saving what it did), queued answers are written if the client still
+/// reads them, and this returns within about two seconds; in-flight tool calls are abandoned
+/// (the caller ends the process: an interrupted git operation is finished by the next start).
 pub async fn serve_stdio(ws: Workspace) -> anyhow::Result<()> {
-    let service = CodeIntelServer::new(ws).serve(rmcp::transport::stdio()).await?;
-    service.waiting().await?;
+    use std::time::Duration;
+    let (transport, writer, mut closed) = transport::stdio();
+    let server = CodeIntelServer::new(ws);
+    let semantic = Arc::clone(&server.ws.semantic);
+    let service = server.serve(transport).await?;
+    // rmcp waits up to 5 s for handlers still running once stdin closes; quick ones get half
+    // a second to answer, the rest are abandoned.
+    let stdin_closed = async {
+        let _ = closed.wait_for(|c| *c).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    tokio::select! {
+        _ = service.waiting() => {}
+        _ = stdin_closed => {}
+    }
+    let stop = tokio::task::spawn_blocking(move || semantic.stop_sync(Duration::from_millis(1000)));
+    let _ = tokio::time::timeout(Duration::from_millis(1100), stop).await;
+    let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
     Ok(())
 }

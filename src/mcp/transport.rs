@@ -1,0 +1,161 @@
+//! The stdio transport: newline-delimited JSON-RPC on stdin and stdout.
+//!
+//! Unlike rmcp's own, it answers what it cannot read: a line that is not UTF-8, not JSON, or
+//! nested too deeply gets a JSON-RPC parse error (`-32700`, id null), and JSON that is not a
+//! request gets an invalid-request error (`-32600`), so a client never waits for an answer
+//! that will not come. Writing goes through a queue drained by a task of its own: a client that
+//! stops reading stdout blocks that task, never the reading of stdin, so closing stdin still
+//! ends the server.
+
+use std::io;
+
+use rmcp::RoleServer;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// Lines longer than this are answered with a parse error and skipped.
+const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+pub struct Stdio {
+    input: BufReader<tokio::io::Stdin>,
+    line: Vec<u8>,
+    output: mpsc::UnboundedSender<Vec<u8>>,
+    closed: tokio::sync::watch::Sender<bool>,
+}
+
+/// The transport; the task writing stdout (it ends once every message queued is written); and
+/// a signal that turns true when stdin is closed.
+pub fn stdio() -> (Stdio, tokio::task::JoinHandle<()>, tokio::sync::watch::Receiver<bool>) {
+    let (closed, on_close) = tokio::sync::watch::channel(false);
+    let (output, mut queue) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = queue.recv().await {
+            if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
+                // The client went away; there is no one to answer.
+                break;
+            }
+        }
+    });
+    (Stdio { input: BufReader::new(tokio::io::stdin()), line: Vec::new(), output, closed }, writer, on_close)
+}
+
+impl Stdio {
+    fn queue(&self, message: &Value) {
+        let mut line = serde_json::to_vec(message).unwrap_or_default();
+        line.push(b'\n');
+        let _ = self.output.send(line);
+    }
+
+    /// Answers a line that is not a message it can take.
+    fn refuse(&self, code: i64, why: &str, id: Value) {
+        tracing::warn!("answered an unreadable message with {code}: {why}");
+        self.queue(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": why}}));
+    }
+}
+
+/// What a line holds.
+enum Line {
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
+    Blank,
+    /// Not UTF-8 or not JSON: a parse error.
+    Unparsable(String),
+    /// JSON, but not a message: an invalid request, answered with its id when it has one.
+    Invalid(String, Value),
+}
+
+fn read_line(bytes: &[u8]) -> Line {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Line::Blank;
+    }
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Line::Unparsable(format!("Parse error: not UTF-8 ({e})"));
+    }
+    match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(bytes) {
+        Ok(m) => Line::Message(Box::new(m)),
+        Err(e) if matches!(e.classify(), serde_json::error::Category::Syntax | serde_json::error::Category::Eof) => {
+            Line::Unparsable(format!("Parse error: {e}"))
+        }
+        Err(e) => {
+            let id = serde_json::from_slice::<Value>(bytes)
+                .ok()
+                .and_then(|v| v.get("id").filter(|id| id.is_string() || id.is_number()).cloned())
+                .unwrap_or(Value::Null);
+            Line::Invalid(format!("Invalid request: {e}"), id)
+        }
+    }
+}
+
+impl Transport<RoleServer> for Stdio {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let sent = serde_json::to_vec(&item).map_err(io::Error::other).and_then(|mut line| {
+            line.push(b'\n');
+            self.output.send(line).map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout is closed"))
+        });
+        std::future::ready(sent)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            self.line.clear();
+            let read = (&mut self.input).take(MAX_LINE_BYTES as u64 + 1).read_until(b'\n', &mut self.line).await;
+            match read {
+                Ok(0) => {
+                    let _ = self.closed.send(true);
+                    return None;
+                }
+                Ok(_) if self.line.len() > MAX_LINE_BYTES && !self.line.ends_with(b"\n") => {
+                    // Skip the rest of the line.
+                    let mut rest = Vec::new();
+                    let _ = self.input.read_until(b'\n', &mut rest).await;
+                    self.refuse(-32700, &format!("Parse error: a line over {MAX_LINE_BYTES} bytes"), Value::Null);
+                }
+                Ok(_) => match read_line(&self.line) {
+                    Line::Message(m) => return Some(*m),
+                    Line::Blank => {}
+                    Line::Unparsable(why) => self.refuse(-32700, &why, Value::Null),
+                    Line::Invalid(why, id) => self.refuse(-32600, &why, id),
+                },
+                Err(e) => {
+                    tracing::warn!("cannot read stdin: {e}");
+                    let _ = self.closed.send(true);
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_sorted_into_messages_and_errors() {
+        assert!(matches!(read_line(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n"), Line::Message(_)));
+        assert!(matches!(read_line(b"   \r\n"), Line::Blank));
+        assert!(matches!(read_line(b"not json\n"), Line::Unparsable(_)));
+        assert!(matches!(read_line(b"{\"a\": \xff}\n"), Line::Unparsable(_)));
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(matches!(read_line(deep.as_bytes()), Line::Unparsable(_)));
+        assert!(matches!(read_line(b"{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"\\ud800\"}"), Line::Unparsable(_)));
+        match read_line(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"nope\":true}") {
+            Line::Invalid(_, id) => assert_eq!(id, json!(7)),
+            _ => panic!("expected an invalid request"),
+        }
+    }
+}
