@@ -25,6 +25,9 @@ pub struct Config {
     pub max_file_size: u64,
     /// What the pre-commit hook and review_changes flag as garbage.
     pub garbage: crate::garbage::GarbageRules,
+    /// Shell commands the PreToolUse hook lets run outside READY besides the built-in
+    /// read-only ones: a name (`make`) or a name and its first operand (`cargo metadata`).
+    pub read_only_commands: Vec<String>,
 }
 
 impl Default for Config {
@@ -40,6 +43,7 @@ impl Default for Config {
             sync_on_start: true,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             garbage: crate::garbage::GarbageRules::default(),
+            read_only_commands: Vec::new(),
         }
     }
 }

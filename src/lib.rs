@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod repo;
 pub mod semantic;
 pub mod session;
+pub mod shell_guard;
 pub mod syntax;
 pub mod tools;
 pub mod walk;

@@ -515,7 +515,11 @@ async fn hooks_status_and_clean_follow_the_session() {
     assert_eq!(hook(root, "Bash", json!({"command": "rm -rf src"})).0, 0);
     assert_eq!(cli(root, &["status"], "").1.trim(), "No active session.");
     assert_eq!(cli(root, &["hook", "claude-session-start"], "").1, "");
-    assert_eq!(cli(root, &["hook", "claude-pre-tool-use"], "not json").0, 0);
+    assert_eq!(
+        cli(root, &["hook", "claude-pre-tool-use"], "not json").0,
+        2,
+        "input that is not a hook event is blocked"
+    );
 
     let client = connect(root).await;
     start(&client, "IMPLEMENT", json!({"quick": true, "no_doc_research": true})).await;

@@ -162,7 +162,7 @@ catalogue! {
     INVALID_OUTCOME = ["tool_errors", "query", "invalid_outcome"] ("outcome") Argument;
     NO_SESSION_FOR_OUTCOME = ["tool_errors", "query", "no_session_for_outcome"] () State;
     OUTCOME_FAILED = ["tool_errors", "query", "outcome_failed"] ("error") Failure;
-    BASH_WRITE_BLOCKED = ["tool_errors", "hooks", "bash_write_blocked"] ("phase", "command") State;
+    BASH_WRITE_BLOCKED = ["tool_errors", "hooks", "bash_write_blocked"] ("phase", "why", "command") State;
     /// The error code only: its message is made at run time, from what went wrong.
     BRANCH_SETUP_FAILED = ["tool_errors", "start_session", "branch_setup_failed"] () Failure;
 
