@@ -246,9 +246,16 @@ fn git_ops(corpus: &Path) {
     let task = branches::create_task_branch(&a, "bench").unwrap();
     change(&a);
     let t = Instant::now();
-    let review =
-        branches::review::review(&a, task.base_commit, "main", &task.name, &Default::default(), &Default::default())
-            .unwrap();
+    let review = branches::review::review(
+        &a,
+        task.base_commit,
+        "main",
+        &task.name,
+        &Default::default(),
+        &Default::default(),
+        1 << 20,
+    )
+    .unwrap();
     let ours_review = t.elapsed();
     let t = Instant::now();
     branches::commit::commit_task(&a, &task.name, task.base_commit, "bench change", &[], &Default::default()).unwrap();

@@ -99,6 +99,11 @@ pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
 /// `git code-intel hook pre-commit`: the staged changes checked for garbage. Returns the exit
 /// status (1 blocks the commit) after printing each finding as `file:line: why`.
 pub fn pre_commit(ws: &Workspace) -> i32 {
+    // The server runs this hook for its own commit after its own check, which knows the files
+    // the review kept with a reason.
+    if std::env::var_os(crate::branches::gate::SERVER_COMMIT_ENV).is_some() {
+        return 0;
+    }
     let repo = match gix::open(ws.repo.root()) {
         Ok(r) => r,
         Err(e) => {
@@ -113,26 +118,66 @@ pub fn pre_commit(ws: &Workspace) -> i32 {
             return 0;
         }
     };
+    // Blobs over max_file_size are judged by their size alone, never read whole.
+    let limit = ws.config.max_file_size;
+    let size = |id: gix::ObjectId| repo.find_header(id).map(|h| h.size()).unwrap_or(0);
     let blob = |id: Option<gix::ObjectId>| -> Vec<u8> {
-        id.and_then(|id| repo.find_object(id).ok()).map(|o| o.data.clone()).unwrap_or_default()
+        id.filter(|id| size(*id) <= limit)
+            .and_then(|id| repo.find_object(id).ok())
+            .map(|o| o.data.clone())
+            .unwrap_or_default()
     };
-    let changes: Vec<(String, Vec<u8>, Vec<u8>)> =
-        staged.iter().map(|s| (s.path.clone(), blob(s.old), blob(Some(s.new)))).collect();
+    let changes: Vec<crate::branches::worktree::Content> = staged
+        .iter()
+        .map(|s| {
+            let new_size = size(s.new);
+            crate::branches::worktree::Content {
+                path: s.path.clone(),
+                old: blob(s.old),
+                new: (new_size <= limit).then(|| blob(Some(s.new))),
+                size: new_size,
+            }
+        })
+        .collect();
     let findings = crate::branches::worktree::garbage(&changes, &ws.config.garbage);
     if findings.is_empty() {
         return 0;
     }
     eprintln!("git-code-intel: this commit adds garbage ({} finding(s)):", findings.len());
-    for f in &findings {
-        if f.line > 0 {
-            eprintln!("  {}:{}: {}", f.file, f.line, f.why);
-        } else {
-            eprintln!("  {}: {}", f.file, f.why);
-        }
+    for line in finding_lines(&findings) {
+        eprintln!("  {line}");
     }
     eprintln!("Fix or unstage these, or commit with --no-verify to skip the check.");
     1
 }
+
+/// Findings as lines for people: at most [`FINDINGS_PER_FILE`] per file and
+/// [`FINDINGS_SHOWN`] in all, with how many more there are.
+pub fn finding_lines(findings: &[crate::garbage::Finding]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut per_file: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut hidden = 0;
+    for f in findings {
+        let n = per_file.entry(f.file.as_str()).or_default();
+        *n += 1;
+        if *n > FINDINGS_PER_FILE || out.len() >= FINDINGS_SHOWN {
+            hidden += 1;
+            continue;
+        }
+        out.push(if f.line > 0 {
+            format!("{}:{}: {}", f.file, f.line, f.why)
+        } else {
+            format!("{}: {}", f.file, f.why)
+        });
+    }
+    if hidden > 0 {
+        out.push(format!("… and {hidden} more"));
+    }
+    out
+}
+
+const FINDINGS_PER_FILE: usize = 10;
+const FINDINGS_SHOWN: usize = 50;
 
 /// The text SessionStart prints: where the session is, what to do, and what was decided.
 pub fn session_start(ws: &Workspace) -> Option<String> {

@@ -289,9 +289,13 @@ impl Sessions {
         let refused = SessionError::Refused;
         // Decoding first tells which evidence files to read; a payload that does not decode is
         // refused by submit_value with the same rules.
+        let changed_files = (checkpoint.orchestrator_state.phase() == Phase::PreCommit)
+            .then(|| task_changes(ws, &checkpoint.orchestrator_state))
+            .flatten();
         let facts = |payload: Option<&Payload>| Facts {
             evidence: payload.map(|p| evidence_facts(ws, p)).unwrap_or_default(),
             semantic_available: ws.semantic.available(),
+            changed_files: changed_files.clone(),
         };
         let decoded = payload::decode(checkpoint.orchestrator_state.phase(), &data).ok();
         let accepted = match (&decoded, checkpoint.orchestrator_state.is_complete()) {
@@ -604,7 +608,7 @@ impl Sessions {
                     }
                 }
             }
-            Effect::Commit { message, discard } => {
+            Effect::Commit { message, discard, keep_with_reason, gated } => {
                 let failure = match old_phase {
                     Phase::QualityReview => msg::COMMIT_EXECUTION_FAILED,
                     _ => msg::FINALIZE_FAILED,
@@ -615,15 +619,48 @@ impl Sessions {
                 };
                 let base = gix::ObjectId::from_hex(base.as_bytes()).map_err(|e| (failure, vec![], e.to_string()))?;
                 let user_changes = user_changes_of(st);
-                operate(
+                let kept: std::collections::BTreeSet<String> = keep_with_reason.iter().cloned().collect();
+                let gate = branches::gate::CommitGate {
+                    rules: &ws.config.garbage,
+                    kept_with_reason: &kept,
+                    max_file_size: ws.config.max_file_size,
+                };
+                let refused: std::cell::RefCell<Option<branches::gate::GateRefusal>> = std::cell::RefCell::new(None);
+                let result = operate(
                     &mut |repo, _| {
-                        let planned =
-                            branches::commit::plan_commit(repo, root, &task, base, message, discard, &user_changes);
-                        planned.map(|(_, journal)| journal)
+                        let planned = branches::commit::plan_commit(
+                            repo,
+                            root,
+                            &task,
+                            base,
+                            message,
+                            discard,
+                            &user_changes,
+                            gated.then_some(&gate),
+                        );
+                        match planned {
+                            Ok((_, journal)) => Ok(journal),
+                            Err(branches::commit::CommitError::Gate(g)) => {
+                                let text = branches::commit::CommitError::Gate(g.clone()).to_string();
+                                *refused.borrow_mut() = Some(g);
+                                Err(text)
+                            }
+                            Err(e) => Err(e.to_string()),
+                        }
                     },
                     &mut step,
-                )
-                .map_err(|e| (failure, vec![], e))?;
+                );
+                if let Err(e) = result {
+                    return Err(match refused.into_inner() {
+                        Some(branches::gate::GateRefusal::Garbage(lines)) => {
+                            (msg::GARBAGE_IN_COMMIT, vec![("findings", lines.join("; "))], String::new())
+                        }
+                        Some(branches::gate::GateRefusal::Hook { hook, output }) => {
+                            (msg::PRE_COMMIT_HOOK_FAILED, vec![("hook", hook)], output)
+                        }
+                        _ => (failure, vec![], e),
+                    });
+                }
             }
             Effect::Merge => {
                 let st = &step.checkpoint.orchestrator_state;
@@ -666,9 +703,16 @@ impl Sessions {
         let base_commit = gix::ObjectId::from_hex(base_commit.as_bytes())
             .map_err(|_| contract_error(ws, &msg::REVIEW_NO_TASK_BRANCH, &[]))?;
         let user_changes = user_changes_of(st);
-        let review =
-            branches::review::review(ws.repo.root(), base_commit, &base, &task, &ws.config.garbage, &user_changes)
-                .map_err(|e| plain("review_failed", &e))?;
+        let review = branches::review::review(
+            ws.repo.root(),
+            base_commit,
+            &base,
+            &task,
+            &ws.config.garbage,
+            &user_changes,
+            ws.config.max_file_size,
+        )
+        .map_err(|e| plain("review_failed", &e))?;
         Ok(ReviewReply { success: true, review })
     }
 
@@ -755,6 +799,13 @@ fn store_error(ws: &Workspace, e: StoreError) -> SessionError {
         StoreError::Locked(path) => contract_error(ws, &msg::LOCK_IN_THE_WAY, &[("path", &path)]),
         e => plain("git_error", &e.to_string()),
     }
+}
+
+/// The files the session's task changed (for PRE_COMMIT's review check); None when the session
+/// has no task branch or the work tree cannot be read (then the check is left to the commit).
+fn task_changes(ws: &Workspace, st: &SessionState) -> Option<Vec<String>> {
+    let base = gix::ObjectId::from_hex(st.base_commit.as_deref()?.as_bytes()).ok()?;
+    branches::review::task_changes(ws.repo.root(), base, &user_changes_of(st)).ok()
 }
 
 /// Records a task branch (created or adopted) in the session.

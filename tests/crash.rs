@@ -142,11 +142,10 @@ async fn drive(client: &Client, root: &Path, merge: Merge) -> bool {
                 call!("review_changes", json!({}));
                 call!(
                     "submit_phase",
-                    submit(
-                        json!({"reviewed_files": [{"file": USER_UNSTAGED, "decision": "discard", "reason": "scratch edit"}],
+                    submit(json!({"reviewed_files": [{"file": "src/auth.py", "decision": "keep"},
+                                                     {"file": USER_UNSTAGED, "decision": "discard", "reason": "scratch edit"}],
                                   "commit_message": "Add refresh_token",
-                                  "tools_used": ["review_changes"], "summary": "reviewed"})
-                    )
+                                  "tools_used": ["review_changes"], "summary": "reviewed"}))
                 )
             }
             other => panic!("unexpected phase {other}: {status}"),

@@ -207,7 +207,8 @@ async fn stale_locks_are_cleared_or_named() {
     ok(
         &client,
         "submit_phase",
-        json!({"data": {"commit_message": "Add logout", "tools_used": ["review_changes"], "summary": "s"}}),
+        json!({"data": {"reviewed_files": [{"file": "src/auth.py", "decision": "keep"}], "commit_message": "Add logout",
+                        "tools_used": ["review_changes"], "summary": "s"}}),
     )
     .await;
     let head_lock = root.join(".git/HEAD.lock");
@@ -357,4 +358,135 @@ fn unreadable_requests_get_a_json_rpc_error() {
     );
     assert!(answers.last().unwrap()["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
     let _ = exit_time(&mut child, std::time::Duration::from_secs(5));
+}
+
+/// Drives a fast, no-verify IMPLEMENT session to PRE_COMMIT after `work` changed the tree.
+async fn to_pre_commit(client: &Client, root: &Path, work: impl FnOnce(&Path)) {
+    ok(
+        client,
+        "start_session",
+        json!({"intent": "IMPLEMENT", "query": "q", "fast": true, "no_doc_research": true, "no_verify": true}),
+    )
+    .await;
+    ok(client, "submit_phase", json!({"data": {"slots": {}, "tools_used": [], "summary": "frame"}})).await;
+    ok(
+        client,
+        "submit_phase",
+        json!({"data": {"tasks": [{"id": "t1", "description": "d", "status": "pending",
+        "checklist": [{"item": "i"}]}], "tools_used": [], "summary": "plan"}}),
+    )
+    .await;
+    ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    ok(client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let line = text.lines().count() + 3;
+    text.push_str("\n\ndef logout(session):\n    session.user = None\n    return True\n");
+    std::fs::write(&path, text).unwrap();
+    work(root);
+    ok(client, "submit_phase", json!({"data": {"task_id": "t1", "checklist": [{"item": "i", "status": "done",
+        "evidence": format!("src/auth.py:{line}-{}", line + 2)}], "tools_used": ["check_write_target"], "summary": "done"}}))
+        .await;
+    ok(client, "submit_phase", json!({"data": {"summary": "complete"}})).await;
+    ok(client, "review_changes", json!({})).await;
+}
+
+/// Failure 9: PRE_COMMIT accepted `reviewed_files` of any type and then committed every
+/// change unreviewed, and the commit (made through gix) was gated neither by the garbage check
+/// nor by the repository's own pre-commit hook. Now every changed file needs a decision, garbage
+/// blocks unless kept with a reason, and the hook runs against exactly the tree to commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_commit_is_reviewed_and_gated() {
+    let repo = committed_project();
+    let root = repo.path();
+    let client = connect(root).await;
+    to_pre_commit(&client, root, |root| {
+        std::fs::write(root.join("src/debug_dump.py"), "def dump(x):\n    print(x)\n    return x\n").unwrap();
+    })
+    .await;
+    let submit = |files: Value| {
+        json!({"data": {"reviewed_files": files, "commit_message": "Add logout",
+        "tools_used": ["review_changes"], "summary": "reviewed"}})
+    };
+    for bad in [json!("x"), json!(-1), json!({})] {
+        let r = err(&client, "submit_phase", submit(bad.clone())).await;
+        assert!(r["message"].as_str().unwrap().contains("expected_payload_schema"), "{bad}: {r}");
+    }
+    let r = err(&client, "submit_phase", submit(json!([{"file": "src/auth.py", "decision": "keep"}]))).await;
+    assert!(r["message"].as_str().unwrap().contains("missing: src/debug_dump.py"), "{r}");
+    // Both reviewed: the debug print is garbage and blocks the commit.
+    let both = json!([{"file": "src/auth.py", "decision": "keep"}, {"file": "src/debug_dump.py", "decision": "keep"}]);
+    let r = err(&client, "submit_phase", submit(both)).await;
+    assert!(
+        r["message"].as_str().unwrap().contains("would add garbage")
+            && r["message"].as_str().unwrap().contains("debug_dump.py"),
+        "{r}"
+    );
+    assert!(r.get("requires_user_intervention").is_none(), "the agent can fix this itself: {r}");
+    // The repository's own hook runs against the tree about to be committed.
+    let hook = root.join(".git/hooks/pre-commit");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nif git diff --cached --name-only | grep -q debug_dump; then echo 'no dumps here' >&2; exit 1; fi\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let kept = json!([{"file": "src/auth.py", "decision": "keep"},
+                      {"file": "src/debug_dump.py", "decision": "keep", "reason": "the user asked for the dump helper"}]);
+    let r = err(&client, "submit_phase", submit(kept)).await;
+    assert!(r["message"].as_str().unwrap().contains("pre-commit hook"), "{r}");
+    assert!(r["details"].as_str().unwrap().contains("no dumps here"), "{r}");
+    // Discarded, the file is gone and the commit passes both.
+    let discarded = json!([{"file": "src/auth.py", "decision": "keep"},
+                           {"file": "src/debug_dump.py", "decision": "discard", "reason": "debug output"}]);
+    let r = ok(&client, "submit_phase", submit(discarded)).await;
+    assert_eq!(r["phase"], "MERGE", "{r}");
+    assert!(!root.join("src/debug_dump.py").exists());
+    let branch = r["task_branch"].as_str().unwrap().to_owned();
+    assert!(git(root, &["show", &format!("{branch}:src/auth.py")]).contains("def logout"));
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+/// Failure 9: a 1 GB untracked file was read whole into memory when the task branch was
+/// created, and by review_changes. Files over max_file_size are hashed and stored as streams,
+/// and reviewed without a diff, with a note (RSS is measured by the benchmark).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_files_are_streamed_and_reviewed_without_a_diff() {
+    let repo = committed_project();
+    let root = repo.path();
+    let big = "x".repeat(3 * 1024 * 1024);
+    std::fs::write(root.join("user_data.bin"), &big).unwrap();
+    let client = connect(root).await;
+    to_pre_commit(&client, root, |root| {
+        std::fs::write(root.join("src/generated_table.py"), format!("TABLE = '{}'\n", "y".repeat(2 * 1024 * 1024)))
+            .unwrap();
+    })
+    .await;
+    let review = ok(&client, "review_changes", json!({})).await;
+    let files = review["files"].as_array().unwrap();
+    let generated = files.iter().find(|f| f["file"] == "src/generated_table.py").expect("listed");
+    assert!(generated["note"].as_str().unwrap().contains("no diff"), "{generated}");
+    assert_eq!(generated["diff"], "");
+    let user = files.iter().find(|f| f["file"] == "user_data.bin").expect("listed");
+    assert_eq!(user["pre_existing"], true);
+    let r = ok(
+        &client,
+        "submit_phase",
+        json!({"data": {"reviewed_files": [{"file": "src/auth.py", "decision": "keep"},
+                                           {"file": "src/generated_table.py", "decision": "keep", "reason": "a generated lookup table"}],
+                        "commit_message": "Add logout and the table", "tools_used": ["review_changes"], "summary": "s"}}),
+    )
+    .await;
+    let branch = r["task_branch"].as_str().unwrap().to_owned();
+    let size = git(root, &["cat-file", "-s", &format!("{branch}:src/generated_table.py")]);
+    assert_eq!(size, (2 * 1024 * 1024 + 11).to_string(), "the large file is committed whole");
+    assert_eq!(std::fs::read_to_string(root.join("user_data.bin")).unwrap(), big, "the user's file is untouched");
+    assert!(git(root, &["status", "--porcelain"]).contains("user_data.bin"));
+    fsck_clean(root);
+    client.cancel().await.unwrap();
 }

@@ -215,6 +215,11 @@ fn a_payload_missing_a_required_field_is_refused() {
                 // is missing): the schema is stricter than the server here.
                 continue;
             }
+            if key == "PRE_COMMIT" && field == "reviewed_files" {
+                // Needed when the task changed files: a fact the server looks up at submit
+                // (review_incomplete), not a shape.
+                continue;
+            }
             let r = submit::submit_value(&s.contract, &s.cp, &payload, &s.facts)
                 .err()
                 .unwrap_or_else(|| panic!("{key}: accepted without {field}: {payload}"));

@@ -71,6 +71,8 @@ struct Agent {
     called: Vec<String>,
     /// The lines of the change, once made.
     change: Option<(usize, usize)>,
+    /// The last answer of each tool it called.
+    answers: BTreeMap<String, Value>,
     /// Every response, for the test's assertions afterwards (the agent does not read them).
     transcript: Vec<Value>,
 }
@@ -86,6 +88,7 @@ impl Agent {
             tools,
             called: Vec::new(),
             change: None,
+            answers: BTreeMap::new(),
             transcript: Vec::new(),
         }
     }
@@ -98,6 +101,7 @@ impl Agent {
         if !NOT_ON_ITS_OWN.contains(&name) {
             self.called.push(name.to_owned());
         }
+        self.answers.insert(name.to_owned(), value.clone());
         (error, value)
     }
 
@@ -270,6 +274,16 @@ impl Agent {
             }
             "choice" => json!(self.decisions.choice?),
             "quote" => json!(QUERY),
+            // A decision for every file the review listed: the agent keeps its own work.
+            "reviewed_files" => {
+                let files = self.answers.get("review_changes")?["files"].as_array()?.clone();
+                let mine: Vec<Value> = files
+                    .iter()
+                    .filter(|f| f["pre_existing"] != true)
+                    .map(|f| json!({"file": f["file"], "decision": "keep"}))
+                    .collect();
+                json!(mine)
+            }
             "explored_files" => json!([FILE]),
             "documents_reviewed" => json!(["docs/auth.md"]),
             "evidence" => {

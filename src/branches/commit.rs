@@ -7,6 +7,7 @@ use std::path::Path;
 
 use gix::ObjectId;
 
+use super::gate::{self, CommitGate, GateRefusal};
 use super::worktree::{self, ChangeKind};
 use crate::gitstore::write_commit_with;
 use crate::journal::{Journal, RefChange, RefValue, Step};
@@ -16,6 +17,7 @@ use crate::journal::{Journal, RefChange, RefValue, Step};
 /// each discarded file back to what it was before the task (the user's version if they had
 /// one, else the base; a discarded new file is removed), and rewrites the index from the
 /// committed tree. With nothing to commit the branch stays and only the rest happens.
+#[allow(clippy::too_many_arguments)]
 pub fn plan_commit(
     repo: &gix::Repository,
     root: &Path,
@@ -24,17 +26,19 @@ pub fn plan_commit(
     message: &str,
     discard: &[String],
     user_changes: &BTreeMap<String, Option<ObjectId>>,
-) -> Result<(ObjectId, Journal), String> {
+    gate: Option<&CommitGate>,
+) -> Result<(ObjectId, Journal), CommitError> {
     let branch_ref = format!("refs/heads/{task_branch}");
     let head = repo.head_name().map_err(|e| e.to_string())?.map(|n| n.as_bstr().to_string());
     if head.as_deref() != Some(branch_ref.as_str()) {
-        return Err(format!("HEAD is not on {task_branch}"));
+        return Err(format!("HEAD is not on {task_branch}").into());
     }
     let tip = super::ref_id(repo, &branch_ref)?.ok_or_else(|| format!("{task_branch} does not exist"))?;
     let base_tree = super::tree_of(repo, base_commit)?;
-    let changes = worktree::changes(repo, root, base_tree)?;
+    let changes = worktree::changes(repo, root, base_tree, worktree::STREAM_OVER)?;
     let mut editor = repo.edit_tree(base_tree).map_err(|e| e.to_string())?;
     let mut after = Vec::new();
+    let mut committed: Vec<&worktree::Change> = Vec::new();
     for c in &changes {
         let users = user_changes.get(&c.path);
         if discard.iter().any(|d| d == &c.path) {
@@ -54,18 +58,22 @@ pub fn plan_commit(
         {
             continue;
         }
-        match (c.kind, &c.content, c.new) {
-            (ChangeKind::Deleted, _, _) => {
+        committed.push(c);
+        match (c.kind, c.new) {
+            (ChangeKind::Deleted, _) => {
                 editor.remove(c.path.as_str()).map_err(|e| e.to_string())?;
             }
-            (_, Some(bytes), Some((_, kind))) => {
-                let id = repo.write_blob(bytes).map_err(|e| e.to_string())?.detach();
+            (_, Some((_, kind))) => {
+                let id = worktree::store_blob(repo, root, c)?;
                 editor.upsert(c.path.as_str(), kind, id).map_err(|e| e.to_string())?;
             }
             _ => {}
         }
     }
     let tree = editor.write().map_err(|e| e.to_string())?.detach();
+    if let Some(gate) = gate {
+        gate::check(repo, root, gate, &committed, tree).map_err(CommitError::Gate)?;
+    }
     let tip_tree = super::tree_of(repo, tip)?;
     let mut refs = Vec::new();
     let new_tip = if tree == tip_tree {
@@ -98,8 +106,32 @@ pub fn plan_commit(
     Ok((new_tip, Journal::new(format!("committing on {task_branch}"), refs, after)))
 }
 
+/// Why a commit was not planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitError {
+    /// The gate refused what would be committed.
+    Gate(GateRefusal),
+    Other(String),
+}
+
+impl From<String> for CommitError {
+    fn from(e: String) -> Self {
+        CommitError::Other(e)
+    }
+}
+
+impl std::fmt::Display for CommitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommitError::Gate(GateRefusal::Garbage(lines)) => write!(f, "garbage: {}", lines.join("; ")),
+            CommitError::Gate(GateRefusal::Hook { hook, output }) => write!(f, "{hook} refused the commit: {output}"),
+            CommitError::Gate(GateRefusal::Error(e)) | CommitError::Other(e) => f.write_str(e),
+        }
+    }
+}
+
 /// Plans and runs the commit (see [`plan_commit`]) under the operation lock, with no session
-/// to record it.
+/// to record it, and no gate.
 pub fn commit_task(
     root: &Path,
     task_branch: &str,
@@ -109,7 +141,8 @@ pub fn commit_task(
     user_changes: &BTreeMap<String, Option<ObjectId>>,
 ) -> Result<ObjectId, String> {
     crate::journal::operate(root, crate::journal::NO_SESSION, |repo| {
-        plan_commit(repo, root, task_branch, base_commit, message, discard, user_changes)
+        plan_commit(repo, root, task_branch, base_commit, message, discard, user_changes, None)
+            .map_err(|e| e.to_string())
     })
     .map(|(tip, _)| tip)
     .map_err(|e| e.to_string())

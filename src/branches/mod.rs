@@ -3,6 +3,7 @@
 //! PRE_COMMIT commit ([`commit`]) and the MERGE back into the base ([`merge`]).
 
 pub mod commit;
+pub mod gate;
 pub mod merge;
 pub mod review;
 pub mod stale;

@@ -26,6 +26,9 @@ pub struct FileChange {
     pub diff_truncated: bool,
     /// The user's own uncommitted change from before the task, left out of the task's commit.
     pub pre_existing: bool,
+    /// Why there is no diff, when the file is too large to read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -51,24 +54,37 @@ pub fn review(
     task_branch: &str,
     rules: &crate::garbage::GarbageRules,
     user_changes: &std::collections::BTreeMap<String, Option<ObjectId>>,
+    max_file_size: u64,
 ) -> Result<ReviewOutput, String> {
     let repo = super::open(root)?;
     let base_tree = super::tree_of(&repo, base_commit)?;
-    let changes = worktree::changes(&repo, root, base_tree)?;
+    let changes = worktree::changes(&repo, root, base_tree, max_file_size)?;
     let mut files = Vec::new();
     let mut contents = Vec::new();
     let mut budget = MAX_TOTAL_DIFF_BYTES;
     for c in changes {
-        let old = match c.old {
-            Some((id, _)) => repo.find_object(id).map_err(|e| e.to_string())?.data.clone(),
-            None => Vec::new(),
+        // A side over the size limit is not read: no diff, a note instead.
+        let old_size = match c.old {
+            Some((id, _)) => repo.find_header(id).map_err(|e| e.to_string())?.size(),
+            None => 0,
         };
-        let new = c.content.clone().unwrap_or_default();
-        let binary = looks_binary(&old) || looks_binary(&new);
+        let too_large = c.kind != ChangeKind::Deleted && c.content.is_none() || old_size > max_file_size;
+        let old = match c.old {
+            Some((id, _)) if !too_large => repo.find_object(id).map_err(|e| e.to_string())?.data.clone(),
+            _ => Vec::new(),
+        };
+        let new = if too_large { Vec::new() } else { c.content.clone().unwrap_or_default() };
+        let binary = too_large || looks_binary(&old) || looks_binary(&new);
         let pre_existing = user_changes.get(&c.path).is_some_and(|u| *u == c.new.map(|n| n.0));
         if c.kind != ChangeKind::Deleted && !pre_existing {
-            contents.push((c.path.clone(), old.clone(), new.clone()));
+            contents.push(worktree::Content {
+                path: c.path.clone(),
+                old: old.clone(),
+                new: (!too_large).then(|| new.clone()),
+                size: c.size,
+            });
         }
+        let note = too_large.then(|| format!("over the {max_file_size}-byte limit (max_file_size): no diff"));
         let (mut additions, mut deletions, mut diff) = (0, 0, String::new());
         if !binary {
             let (old_text, new_text) = (String::from_utf8_lossy(&old), String::from_utf8_lossy(&new));
@@ -106,6 +122,7 @@ pub fn review(
             diff,
             diff_truncated,
             pre_existing,
+            note,
         });
     }
     Ok(ReviewOutput {
@@ -117,4 +134,20 @@ pub fn review(
         deletions: files.iter().map(|f| f.deletions).sum(),
         files,
     })
+}
+
+/// The files the task changed since `base_commit`: every change in the work tree except the
+/// user's own from before the task (what review_changes lists without `pre_existing`).
+pub fn task_changes(
+    root: &Path,
+    base_commit: ObjectId,
+    user_changes: &std::collections::BTreeMap<String, Option<ObjectId>>,
+) -> Result<Vec<String>, String> {
+    let repo = super::open(root)?;
+    let base_tree = super::tree_of(&repo, base_commit)?;
+    Ok(worktree::changes(&repo, root, base_tree, 0)?
+        .into_iter()
+        .filter(|c| user_changes.get(&c.path).is_none_or(|u| *u != c.new.map(|n| n.0)))
+        .map(|c| c.path)
+        .collect())
 }

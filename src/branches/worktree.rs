@@ -16,7 +16,9 @@ pub enum ChangeKind {
     Deleted,
 }
 
-/// One file that differs. `content` is the work tree's bytes (None when deleted).
+/// One file that differs. `content` is the work tree's bytes: None when deleted, and None for
+/// a file over the content limit, which is hashed (and stored, when needed) as a stream and
+/// never read into memory whole.
 #[derive(Debug, Clone)]
 pub struct Change {
     pub path: String,
@@ -24,7 +26,13 @@ pub struct Change {
     pub old: Option<(ObjectId, EntryKind)>,
     pub new: Option<(ObjectId, EntryKind)>,
     pub content: Option<Vec<u8>>,
+    /// The work-tree file's size in bytes (0 when deleted).
+    pub size: u64,
 }
+
+/// Files larger than this are streamed, not read whole, by the git operations that have no
+/// use for their content (commit, snapshot, tree moves).
+pub const STREAM_OVER: u64 = crate::config::DEFAULT_MAX_FILE_SIZE;
 
 /// Every file of `tree`, by repository-relative path.
 pub fn flatten(repo: &gix::Repository, tree: ObjectId) -> Result<BTreeMap<String, (ObjectId, EntryKind)>, String> {
@@ -67,21 +75,60 @@ fn visible_files(root: &Path) -> BTreeSet<String> {
     found.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().collect()
 }
 
-/// The blob id, kind and bytes of a work-tree file, or None if it is not there.
-fn read(hash: gix::hash::Kind, root: &Path, rel: &str) -> Result<Option<(ObjectId, EntryKind, Vec<u8>)>, String> {
+/// A work-tree file as a blob: id, kind, size, and its bytes unless it is over `limit` (then it
+/// is hashed as a stream).
+struct Read {
+    id: ObjectId,
+    kind: EntryKind,
+    size: u64,
+    bytes: Option<Vec<u8>>,
+}
+
+/// The work-tree file at `rel` as a blob, or None if it is not there.
+fn read(hash: gix::hash::Kind, root: &Path, rel: &str, limit: u64) -> Result<Option<Read>, String> {
     let path = root.join(rel);
     let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
-    let (kind, bytes) = if meta.file_type().is_symlink() {
+    if meta.file_type().is_symlink() {
         let target = std::fs::read_link(&path).map_err(|e| e.to_string())?;
-        (EntryKind::Link, target.to_string_lossy().into_owned().into_bytes())
-    } else if meta.is_file() {
-        let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
-        (if is_executable(&meta) { EntryKind::BlobExecutable } else { EntryKind::Blob }, bytes)
-    } else {
+        let bytes = target.to_string_lossy().into_owned().into_bytes();
+        let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &bytes).map_err(|e| e.to_string())?;
+        return Ok(Some(Read { id, kind: EntryKind::Link, size: bytes.len() as u64, bytes: Some(bytes) }));
+    }
+    if !meta.is_file() {
         return Ok(None);
-    };
+    }
+    let kind = if is_executable(&meta) { EntryKind::BlobExecutable } else { EntryKind::Blob };
+    if meta.len() > limit {
+        let mut file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let id = gix::objs::compute_stream_hash(
+            hash,
+            gix::objs::Kind::Blob,
+            &mut file,
+            meta.len(),
+            &mut gix::progress::Discard,
+            &never,
+        )
+        .map_err(|e| e.to_string())?;
+        return Ok(Some(Read { id, kind, size: meta.len(), bytes: None }));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
     let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &bytes).map_err(|e| e.to_string())?;
-    Ok(Some((id, kind, bytes)))
+    Ok(Some(Read { id, kind, size: bytes.len() as u64, bytes: Some(bytes) }))
+}
+
+/// Stores the work-tree content of `change` as a blob: from memory, or streamed from the file
+/// when it was too large to read whole.
+pub fn store_blob(repo: &gix::Repository, root: &Path, change: &Change) -> Result<ObjectId, String> {
+    match &change.content {
+        Some(bytes) => Ok(repo.write_blob(bytes).map_err(|e| e.to_string())?.detach()),
+        None => {
+            let mut file = std::fs::File::open(root.join(&change.path)).map_err(|e| e.to_string())?;
+            let store = gix::odb::loose::Store::at(repo.objects.store_ref().path().to_owned(), repo.object_hash());
+            gix::objs::Write::write_stream(&store, gix::objs::Kind::Blob, change.size, &mut file)
+                .map_err(|e| e.to_string())
+        }
+    }
 }
 
 #[cfg(unix)]
@@ -95,8 +142,14 @@ fn is_executable(_meta: &std::fs::Metadata) -> bool {
     false
 }
 
-/// Every difference between `base_tree` and the work tree, in path order.
-pub fn changes(repo: &gix::Repository, root: &Path, base_tree: ObjectId) -> Result<Vec<Change>, String> {
+/// Every difference between `base_tree` and the work tree, in path order. Files over
+/// `content_limit` bytes come without their content.
+pub fn changes(
+    repo: &gix::Repository,
+    root: &Path,
+    base_tree: ObjectId,
+    content_limit: u64,
+) -> Result<Vec<Change>, String> {
     let base = flatten(repo, base_tree)?;
     let mut paths = visible_files(root);
     // Tracked files stay visible even when an ignore rule matches them.
@@ -115,25 +168,27 @@ pub fn changes(repo: &gix::Repository, root: &Path, base_tree: ObjectId) -> Resu
             {
                 return Ok(None);
             }
-            let current = read(hash, root, &path)?;
+            let current = read(hash, root, &path, content_limit)?;
             Ok(match (old, current) {
                 (None, None) => None,
                 (Some(o), None) => {
-                    Some(Change { path, kind: ChangeKind::Deleted, old: Some(o), new: None, content: None })
+                    Some(Change { path, kind: ChangeKind::Deleted, old: Some(o), new: None, content: None, size: 0 })
                 }
-                (None, Some((id, kind, bytes))) => Some(Change {
+                (None, Some(r)) => Some(Change {
                     path,
                     kind: ChangeKind::Added,
                     old: None,
-                    new: Some((id, kind)),
-                    content: Some(bytes),
+                    new: Some((r.id, r.kind)),
+                    content: r.bytes,
+                    size: r.size,
                 }),
-                (Some(o), Some((id, kind, bytes))) => (o.0 != id || o.1 != kind).then_some(Change {
+                (Some(o), Some(r)) => (o.0 != r.id || o.1 != r.kind).then_some(Change {
                     path,
                     kind: ChangeKind::Modified,
                     old: Some(o),
-                    new: Some((id, kind)),
-                    content: Some(bytes),
+                    new: Some((r.id, r.kind)),
+                    content: r.bytes,
+                    size: r.size,
                 }),
             })
         })
@@ -209,7 +264,7 @@ impl TreeMove {
     ) -> Result<TreeMove, String> {
         let from = flatten(repo, from_tree)?;
         let to = flatten(repo, to_tree)?;
-        let dirty: BTreeSet<String> = changes(repo, root, from_tree)?.into_iter().map(|c| c.path).collect();
+        let dirty: BTreeSet<String> = changes(repo, root, from_tree, 0)?.into_iter().map(|c| c.path).collect();
         let touched: BTreeSet<String> =
             from.keys().chain(to.keys()).filter(|p| from.get(*p) != to.get(*p)).cloned().collect();
         if let Some(p) = touched.iter().find(|p| dirty.contains(*p)) {
@@ -248,10 +303,10 @@ pub fn snapshot(
     tree: ObjectId,
 ) -> Result<BTreeMap<String, Option<ObjectId>>, String> {
     let mut out = BTreeMap::new();
-    for c in changes(repo, root, tree)? {
-        let id = match &c.content {
-            Some(bytes) => Some(repo.write_blob(bytes).map_err(|e| e.to_string())?.detach()),
-            None => None,
+    for c in changes(repo, root, tree, STREAM_OVER)? {
+        let id = match c.kind {
+            ChangeKind::Deleted => None,
+            _ => Some(store_blob(repo, root, &c)?),
         };
         out.insert(c.path, id);
     }
@@ -305,7 +360,7 @@ pub fn restore(
 
 /// The blob id and kind the work-tree file at `rel` would have, or None if it is not there.
 pub fn current_blob(repo: &gix::Repository, root: &Path, rel: &str) -> Result<Option<(ObjectId, EntryKind)>, String> {
-    Ok(read(repo.object_hash(), root, rel)?.map(|(id, kind, _)| (id, kind)))
+    Ok(read(repo.object_hash(), root, rel, 0)?.map(|r| (r.id, r.kind)))
 }
 
 /// A staged change: the path, the HEAD blob (if any) and the staged blob.
@@ -358,21 +413,30 @@ struct Added {
     size: u64,
 }
 
-/// The garbage findings for a set of (path, old bytes, new bytes) changes.
-pub fn garbage(
-    changes: &[(String, Vec<u8>, Vec<u8>)],
-    rules: &crate::garbage::GarbageRules,
-) -> Vec<crate::garbage::Finding> {
+/// A changed file for the garbage checks: its old and new bytes, or only its size when it is
+/// too large to read (then it is judged as binary).
+pub struct Content {
+    pub path: String,
+    pub old: Vec<u8>,
+    pub new: Option<Vec<u8>>,
+    pub size: u64,
+}
+
+/// The garbage findings for a set of changed files.
+pub fn garbage(changes: &[Content], rules: &crate::garbage::GarbageRules) -> Vec<crate::garbage::Finding> {
     let added: Vec<Added> = changes
         .iter()
-        .map(|(path, old, new)| {
-            let binary = new[..new.len().min(8192)].contains(&0);
-            let lines = if binary {
-                Vec::new()
-            } else {
-                added_lines(&String::from_utf8_lossy(old), &String::from_utf8_lossy(new))
-            };
-            Added { path: path.clone(), lines, binary, size: new.len() as u64 }
+        .map(|c| match &c.new {
+            Some(new) => {
+                let binary = new[..new.len().min(8192)].contains(&0);
+                let lines = if binary {
+                    Vec::new()
+                } else {
+                    added_lines(&String::from_utf8_lossy(&c.old), &String::from_utf8_lossy(new))
+                };
+                Added { path: c.path.clone(), lines, binary, size: c.size }
+            }
+            None => Added { path: c.path.clone(), lines: Vec::new(), binary: true, size: c.size },
         })
         .collect();
     let files: Vec<crate::garbage::ChangedFile> = added

@@ -99,6 +99,9 @@ catalogue! {
     MISSING_COMMIT_MESSAGE = ["failures", "PRE_COMMIT", "missing_commit_message"] () Shape;
     PRE_COMMIT_NO_TASK_BRANCH = ["failures", "PRE_COMMIT", "branch_manager_not_found"] () State;
     REVIEW_FAILED = ["failures", "PRE_COMMIT", "review_failed"] () Shape;
+    REVIEW_INCOMPLETE = ["failures", "PRE_COMMIT", "review_incomplete"] ("files") Content;
+    GARBAGE_IN_COMMIT = ["failures", "PRE_COMMIT", "garbage_in_commit"] ("findings") Content;
+    PRE_COMMIT_HOOK_FAILED = ["failures", "PRE_COMMIT", "pre_commit_hook_failed"] ("hook") Content;
     FINALIZE_FAILED = ["failures", "PRE_COMMIT", "finalize_failed"] () Failure;
     COMMIT_EXECUTION_FAILED = ["failures", "QUALITY_REVIEW", "commit_execution_failed"] () Failure;
     QUALITY_FORCED_COMPLETION = ["failures", "QUALITY_REVIEW", "quality_forced_completion"] () Note;

@@ -427,7 +427,10 @@ impl JsonSchema for ReviewedFile {
 pub struct PreCommitPayload {
     /// The garbage-detection procedure you followed (name or path).
     pub review_prompt_used: Option<String>,
-    /// Your decision on each changed file review_changes listed; files left out are kept.
+    /// A decision for every file review_changes lists (its own earlier changes of the user's
+    /// aside): keep, or discard with a reason. A file the garbage check flags is committed only
+    /// when kept with a reason.
+    #[schemars(required)]
     pub reviewed_files: Option<Vec<ReviewedFile>>,
     /// The message of the commit made on the task branch.
     #[schemars(required, regex(pattern = r"\S"))]

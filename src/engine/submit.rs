@@ -27,6 +27,9 @@ pub struct Facts {
     pub evidence: BTreeMap<String, EvidenceFile>,
     /// Whether `semantic_search` can run (a model is installed).
     pub semantic_available: bool,
+    /// PRE_COMMIT: the files the task changed (what review_changes lists, the user's own
+    /// earlier changes aside). None when not looked at.
+    pub changed_files: Option<Vec<String>>,
 }
 
 /// Git work the adapter must do for an accepted submit before the new state counts.
@@ -36,8 +39,10 @@ pub enum Effect {
     CreateTaskBranch,
     /// BRANCH_INTERVENTION `delete`, `merge` or `continue`.
     BranchChoice(String),
-    /// PRE_COMMIT: commit the task branch's changes, leaving out the discarded files.
-    Commit { message: String, discard: Vec<String> },
+    /// PRE_COMMIT: commit the task branch's changes, leaving out the discarded files. The
+    /// commit is gated (garbage, the repository's pre-commit hook) unless `gated` is false;
+    /// files kept with a reason pass the garbage check.
+    Commit { message: String, discard: Vec<String>, keep_with_reason: Vec<String>, gated: bool },
     /// MERGE: merge the task branch into its base.
     Merge,
 }
@@ -399,10 +404,12 @@ impl<'a> Step<'a> {
                     return Err(self.refuse(msg::MISSING_COMMIT_MESSAGE, &[]));
                 }
                 let discard = self.discarded_files(p)?;
+                self.check_every_file_reviewed(p)?;
                 if state.task_branch.is_none() {
                     return Err(self.refuse(msg::PRE_COMMIT_NO_TASK_BRANCH, &[]));
                 }
-                out.effect = Some(Effect::Commit { message, discard });
+                let keep_with_reason = kept_with_reason(p);
+                out.effect = Some(Effect::Commit { message, discard, keep_with_reason, gated: true });
                 Next::Phase(flow::after_pre_commit(flags), None)
             }
             Body::QualityReview(p) => {
@@ -415,8 +422,12 @@ impl<'a> Step<'a> {
                     // Fixes made during the review are committed too, so nothing reviewed is left
                     // uncommitted when the branch is merged.
                     if st.task_branch.is_some() {
-                        out.effect =
-                            Some(Effect::Commit { message: "Quality review fixes".into(), discard: Vec::new() });
+                        out.effect = Some(Effect::Commit {
+                            message: "Quality review fixes".into(),
+                            discard: Vec::new(),
+                            keep_with_reason: Vec::new(),
+                            gated: false,
+                        });
                     }
                     Next::Phase(Phase::Merge, None)
                 } else {
@@ -513,6 +524,27 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// Every file the task changed has a decision (keep or discard): nothing is committed
+    /// unreviewed.
+    fn check_every_file_reviewed(&self, p: &payload::PreCommitPayload) -> Result<(), Refused> {
+        let Some(changed) = &self.facts.changed_files else { return Ok(()) };
+        let reviewed: BTreeSet<String> = p
+            .reviewed_files
+            .iter()
+            .flatten()
+            .filter_map(|f| match f {
+                payload::ReviewedFile::Path(path) => Some(normalize_rel(path)),
+                payload::ReviewedFile::Decision(d) => d.file.as_deref().map(normalize_rel),
+            })
+            .collect();
+        let missing: Vec<&str> = changed.iter().map(String::as_str).filter(|f| !reviewed.contains(*f)).collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(self.refuse(msg::REVIEW_INCOMPLETE, &[("files", &missing.join(", "))]))
+        }
+    }
+
     /// Files the review decided to discard; each needs a reason.
     fn discarded_files(&self, p: &payload::PreCommitPayload) -> Result<Vec<String>, Refused> {
         let mut out = Vec::new();
@@ -532,6 +564,23 @@ impl<'a> Step<'a> {
         }
         Ok(out)
     }
+}
+
+/// Files the review keeps with a reason (their garbage findings do not block the commit).
+fn kept_with_reason(p: &payload::PreCommitPayload) -> Vec<String> {
+    p.reviewed_files
+        .iter()
+        .flatten()
+        .filter_map(|f| match f {
+            payload::ReviewedFile::Decision(d)
+                if d.decision.as_deref().map(str::trim) == Some("keep")
+                    && d.reason.as_deref().is_some_and(|r| !r.trim().is_empty()) =>
+            {
+                d.file.as_deref().map(normalize_rel)
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether a decoded body belongs to `phase` (the adapter decodes with the phase it read).
