@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
 
@@ -35,7 +37,21 @@ pub enum EmbedError {
 
 pub struct Embedder {
     model: Mutex<TextEmbedding>,
+    /// Queries waiting for the model: batch work lets them go first.
+    queries_waiting: AtomicUsize,
     pub dimension: usize,
+}
+
+/// Texts embedded per turn at the model in batch work; a query waits for at most one turn.
+pub const BATCH: usize = 16;
+
+/// Counts a waiting query for as long as it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 const MODEL_FILES: &[&str] =
@@ -81,15 +97,32 @@ impl Embedder {
                 )));
             }
         };
-        let mut embedder = Embedder { model: Mutex::new(model), dimension: 0 };
+        let mut embedder = Embedder { model: Mutex::new(model), queries_waiting: AtomicUsize::new(0), dimension: 0 };
         embedder.dimension = embedder.embed(&["dimension probe"])?.first().map_or(0, Vec::len);
         Ok(embedder)
     }
 
-    /// Unit-length vectors for `texts`, in order.
+    /// Unit-length vectors for `texts`, in order: batch work (a sync). It takes the model
+    /// `BATCH` texts at a time and steps aside while a query waits, so a search made during a
+    /// sync is not held up behind a whole slice.
     pub fn embed<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(BATCH) {
+            while self.queries_waiting.load(Ordering::SeqCst) > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
+            out.extend(model.embed(batch, Some(BATCH)).map_err(|e| EmbedError::Failed(e.to_string()))?);
+        }
+        Ok(out)
+    }
+
+    /// Unit-length vectors for a few texts (a search's query), ahead of any batch work.
+    pub fn embed_now<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.queries_waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.queries_waiting);
         let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
-        model.embed(texts, Some(32)).map_err(|e| EmbedError::Failed(e.to_string()))
+        model.embed(texts, Some(BATCH)).map_err(|e| EmbedError::Failed(e.to_string()))
     }
 }
 

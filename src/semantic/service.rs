@@ -26,7 +26,7 @@ pub fn sync_wait() -> Duration {
     std::env::var("CODE_INTEL_SYNC_WAIT_MS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .map_or(Duration::from_secs(5), Duration::from_millis)
+        .map_or(Duration::from_secs(2), Duration::from_millis)
 }
 
 /// The model, ready: the embedder and what its vectors are stored with.
@@ -264,7 +264,7 @@ impl Semantic {
 
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         let loaded = self.loaded()?;
-        loaded.embedder.embed(&[text])?.into_iter().next().ok_or_else(|| EmbedError::Failed("no vector".into()))
+        loaded.embedder.embed_now(&[text])?.into_iter().next().ok_or_else(|| EmbedError::Failed("no vector".into()))
     }
 }
 
@@ -307,7 +307,7 @@ fn map_vectors(loaded: &Loaded, entries: &[MapEntry]) -> Result<VectorIndex, Syn
     let missing: Vec<usize> = (0..entries.len()).filter(|&i| cache.get(&keys[i]).is_none()).collect();
     if !missing.is_empty() {
         let texts: Vec<&str> = missing.iter().map(|&i| entries[i].query.as_str()).collect();
-        let vectors = loaded.embedder.embed(&texts)?;
+        let vectors = loaded.embedder.embed_now(&texts)?;
         for (&i, v) in missing.iter().zip(&vectors) {
             cache.insert(keys[i], v);
         }

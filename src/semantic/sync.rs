@@ -182,7 +182,10 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
         slice_chunks += c.chunks.len();
         slice.push(c);
         if slice_chunks >= SLICE_CHUNKS || pending.peek().is_none() {
-            let n = apply_slice(cx, std::mem::take(&mut slice), &mut report)?;
+            let Some(n) = apply_slice(cx, std::mem::take(&mut slice), &mut report)? else {
+                stopped = true;
+                break;
+            };
             done += n;
             slice_chunks = 0;
             cx.progress.done.store(done, Ordering::Relaxed);
@@ -218,7 +221,9 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
 }
 
 /// Embeds what the cache does not hold for `slice`, then swaps its files into the Forest.
-fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -> Result<usize, SyncError> {
+/// Returns None, with nothing applied, when asked to stop between two batches; the vectors
+/// embedded so far stay in the cache, so the next sync does not embed them again.
+fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -> Result<Option<usize>, SyncError> {
     let dim = cx.embedder.dimension;
     let mut missing: Vec<(usize, usize)> = Vec::new(); // (file in slice, chunk in file)
     {
@@ -242,14 +247,20 @@ fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -
     if !unique.is_empty() {
         // Similar lengths share a batch, so batches are padded less.
         unique.sort_by_cached_key(|&(fi, ci)| embedding_text(&slice[fi].chunks[ci].chunk).len());
-        let texts: Vec<String> = unique.iter().map(|&(fi, ci)| embedding_text(&slice[fi].chunks[ci].chunk)).collect();
-        let vectors = cx.embedder.embed(&texts)?;
-        let mut cache = cx.cache.lock().unwrap_or_else(|p| p.into_inner());
-        for (&(fi, ci), v) in unique.iter().zip(&vectors) {
-            cache.insert(slice[fi].chunks[ci].key, v);
+        for batch in unique.chunks(super::embed::BATCH) {
+            if cx.progress.stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let texts: Vec<String> =
+                batch.iter().map(|&(fi, ci)| embedding_text(&slice[fi].chunks[ci].chunk)).collect();
+            let vectors = cx.embedder.embed(&texts)?;
+            let mut cache = cx.cache.lock().unwrap_or_else(|p| p.into_inner());
+            for (&(fi, ci), v) in batch.iter().zip(&vectors) {
+                cache.insert(slice[fi].chunks[ci].key, v);
+            }
+            report.embedded += batch.len();
         }
     }
-    report.embedded += unique.len();
     let total: usize = slice.iter().map(|c| c.chunks.len()).sum();
     report.cache_hits += total - missing.len();
 
@@ -274,5 +285,5 @@ fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -
         report.chunks_removed += removed;
         report.chunks_added += added;
     }
-    Ok(total)
+    Ok(Some(total))
 }

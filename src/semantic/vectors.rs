@@ -114,6 +114,11 @@ impl VectorIndex {
 
     /// The ids held, in insertion order.
     pub fn ids(&self) -> Vec<u64> {
+        // faiss-rs builds the id slice from faiss's pointer, which is null while the index is
+        // empty: a slice from a null pointer is undefined behaviour (debug builds abort).
+        if self.is_empty() {
+            return Vec::new();
+        }
         self.index.id_map().iter().filter_map(|i| i.get()).collect()
     }
 
@@ -179,5 +184,17 @@ mod tests {
         assert!(matches!(VectorIndex::read(&path, 4), Err(VectorError::Dimension { .. })));
         std::fs::write(&path, b"not an index").unwrap();
         assert!(VectorIndex::read(&path, 3).is_err());
+    }
+
+    /// A sync stopped before its first slice saves an empty Forest; reading it back must work
+    /// (faiss-rs hands out its empty id map through a null pointer).
+    #[test]
+    fn an_empty_index_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.faiss");
+        VectorIndex::new(3).unwrap().write(&path).unwrap();
+        let back = VectorIndex::read(&path, 3).unwrap();
+        assert!(back.is_empty());
+        assert_eq!(back.ids(), Vec::<u64>::new());
     }
 }
