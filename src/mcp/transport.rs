@@ -21,7 +21,10 @@ const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 pub struct Stdio {
     input: BufReader<tokio::io::Stdin>,
+    /// The line being read; it survives a cancelled `receive`.
     line: Vec<u8>,
+    /// Dropping the rest of a line that was too long.
+    skipping: bool,
     output: mpsc::UnboundedSender<Vec<u8>>,
     closed: tokio::sync::watch::Sender<bool>,
 }
@@ -40,7 +43,11 @@ pub fn stdio() -> (Stdio, tokio::task::JoinHandle<()>, tokio::sync::watch::Recei
             }
         }
     });
-    (Stdio { input: BufReader::new(tokio::io::stdin()), line: Vec::new(), output, closed }, writer, on_close)
+    (
+        Stdio { input: BufReader::new(tokio::io::stdin()), line: Vec::new(), skipping: false, output, closed },
+        writer,
+        on_close,
+    )
 }
 
 impl Stdio {
@@ -78,6 +85,10 @@ fn read_line(bytes: &[u8]) -> Line {
     }
     match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(bytes) {
         Ok(m) => Line::Message(Box::new(m)),
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => Line::Invalid(
+            format!("Invalid request: nested deeper than {MAX_DEPTH} levels ({e})"),
+            top_level_id(bytes).unwrap_or(Value::Null),
+        ),
         Err(e) if matches!(e.classify(), serde_json::error::Category::Syntax | serde_json::error::Category::Eof) => {
             Line::Unparsable(format!("Parse error: {e}"))
         }
@@ -89,6 +100,44 @@ fn read_line(bytes: &[u8]) -> Line {
             Line::Invalid(format!("Invalid request: {e}"), id)
         }
     }
+}
+
+/// How deep a message may nest (serde_json's limit).
+const MAX_DEPTH: usize = 128;
+
+/// The `id` member of the top-level object, found by scanning rather than parsing, so that a
+/// request nested too deeply to parse is still answered under its own id and its client does
+/// not wait for an answer that would never come.
+fn top_level_id(bytes: &[u8]) -> Option<Value> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < bytes.len() && bytes[j] != b'"' {
+                    j += if bytes[j] == b'\\' { 2 } else { 1 };
+                }
+                if depth == 1 && bytes.get(start..j) == Some(b"id".as_slice()) {
+                    let rest = bytes.get(j + 1..)?;
+                    let colon = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+                    if rest[colon] == b':' {
+                        let value =
+                            serde_json::Deserializer::from_slice(&rest[colon + 1..]).into_iter::<Value>().next();
+                        return value.and_then(Result::ok).filter(|id| id.is_string() || id.is_number());
+                    }
+                }
+                i = j + 1;
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 impl Transport<RoleServer> for Stdio {
@@ -105,32 +154,45 @@ impl Transport<RoleServer> for Stdio {
         std::future::ready(sent)
     }
 
+    /// Cancel-safe: rmcp polls this in a `select!`, so a call can be dropped halfway through a
+    /// line. What it read stays in `self.line` for the next call; nothing is cleared before a
+    /// whole line has been taken.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            self.line.clear();
-            let read = (&mut self.input).take(MAX_LINE_BYTES as u64 + 1).read_until(b'\n', &mut self.line).await;
-            match read {
-                Ok(0) => {
-                    let _ = self.closed.send(true);
-                    return None;
-                }
-                Ok(_) if self.line.len() > MAX_LINE_BYTES && !self.line.ends_with(b"\n") => {
-                    // Skip the rest of the line.
-                    let mut rest = Vec::new();
-                    let _ = self.input.read_until(b'\n', &mut rest).await;
-                    self.refuse(-32700, &format!("Parse error: a line over {MAX_LINE_BYTES} bytes"), Value::Null);
-                }
-                Ok(_) => match read_line(&self.line) {
-                    Line::Message(m) => return Some(*m),
-                    Line::Blank => {}
-                    Line::Unparsable(why) => self.refuse(-32700, &why, Value::Null),
-                    Line::Invalid(why, id) => self.refuse(-32600, &why, id),
-                },
+            let room = (MAX_LINE_BYTES + 1).saturating_sub(self.line.len()) as u64;
+            let read = (&mut self.input).take(room).read_until(b'\n', &mut self.line).await;
+            let n = match read {
+                Ok(n) => n,
                 Err(e) => {
                     tracing::warn!("cannot read stdin: {e}");
                     let _ = self.closed.send(true);
                     return None;
                 }
+            };
+            let complete = self.line.ends_with(b"\n");
+            if !complete && self.line.len() > MAX_LINE_BYTES {
+                // Too long: answer once, then drop the line up to its end.
+                if !self.skipping {
+                    self.skipping = true;
+                    self.refuse(-32700, &format!("Parse error: a line over {MAX_LINE_BYTES} bytes"), Value::Null);
+                }
+                self.line.clear();
+                continue;
+            }
+            if n == 0 && !complete && (self.line.is_empty() || self.skipping) {
+                // End of input. (A last line without a newline is taken first, below.)
+                let _ = self.closed.send(true);
+                return None;
+            }
+            let line = std::mem::take(&mut self.line);
+            if std::mem::take(&mut self.skipping) {
+                continue;
+            }
+            match read_line(&line) {
+                Line::Message(m) => return Some(*m),
+                Line::Blank => {}
+                Line::Unparsable(why) => self.refuse(-32700, &why, Value::Null),
+                Line::Invalid(why, id) => self.refuse(-32600, &why, id),
             }
         }
     }
@@ -151,7 +213,15 @@ mod tests {
         assert!(matches!(read_line(b"not json\n"), Line::Unparsable(_)));
         assert!(matches!(read_line(b"{\"a\": \xff}\n"), Line::Unparsable(_)));
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-        assert!(matches!(read_line(deep.as_bytes()), Line::Unparsable(_)));
+        assert!(matches!(read_line(deep.as_bytes()), Line::Invalid(_, Value::Null)));
+        let deep_call = format!(r#"{{"jsonrpc":"2.0","params":{{"s":"\"id\": 3 ]}}","a":{deep}}},"id":"k"}}"#);
+        match read_line(deep_call.as_bytes()) {
+            Line::Invalid(why, id) => {
+                assert_eq!(id, json!("k"));
+                assert!(why.contains("nested deeper than 128"), "{why}");
+            }
+            _ => panic!("expected an invalid request"),
+        }
         assert!(matches!(read_line(b"{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"\\ud800\"}"), Line::Unparsable(_)));
         match read_line(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"nope\":true}") {
             Line::Invalid(_, id) => assert_eq!(id, json!(7)),
