@@ -150,6 +150,54 @@ async fn nested_definitions_give_bounded_answers() {
     client.cancel().await.unwrap();
 }
 
+/// Found by the tool fuzz (tests/tool_fuzz.rs): arguments of the wrong type got serde's text,
+/// which names no argument and quoted a 400 KB value whole; an argument echoed back could push
+/// an answer past 256 KB; a glob of nested `{}` made globset panic; a broken source took
+/// tree-sitter's error recovery 14 s. Each now gets a bounded, named answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_arguments_get_bounded_named_answers() {
+    let repo = committed_project();
+    let root = repo.path();
+    let client = connect(root).await;
+    let size = |r: &rmcp::model::CallToolResult| serde_json::to_vec(&r.structured_content).unwrap().len();
+
+    let r =
+        call(&client, "check_write_target", json!({"file_path": "x.py", "allow_new_files": "y".repeat(400_000)})).await;
+    assert!(size(&r) < 1024, "{} bytes", size(&r));
+    let e = structured(&r);
+    assert_eq!(e["error"], "invalid_argument");
+    assert_eq!(
+        e["message"],
+        "Invalid argument 'allow_new_files': expected a boolean or null, got a string of 400000 bytes"
+    );
+    let e = err(&client, "add_explored_files", json!({})).await;
+    assert_eq!(e["message"], "Invalid argument 'files': required");
+    let e = err(&client, "search_text", json!({"pattern": "x", "max_results": -1})).await;
+    assert_eq!(
+        e["message"],
+        "Invalid argument 'max_results': expected a non-negative integer or null, got the integer -1"
+    );
+
+    let r = call(&client, "find_definitions", json!({"symbol": "s".repeat(300_000)})).await;
+    assert!(size(&r) < 1024, "{} bytes", size(&r));
+    let e = structured(&r);
+    assert_eq!(e["error"], "response_too_large", "{e}");
+    assert!(e["message"].as_str().unwrap().starts_with("The answer of find_definitions would be 3"), "{e}");
+    let r = call(&client, "query", json!({"symbol": "s".repeat(100_000)})).await;
+    assert!(size(&r) <= 256 * 1024, "{} bytes", size(&r));
+
+    let nested = format!("{}{}", "{a,".repeat(40), "}".repeat(40));
+    let e = err(&client, "search_files", json!({"pattern": nested})).await;
+    assert_eq!(e["message"], "Invalid argument 'pattern': `{…}` nested 40 deep; at most 16");
+
+    let broken = format!("{}{}", "class A { m() {".repeat(12_500), "}}".repeat(12_500));
+    let started = std::time::Instant::now();
+    let out = ok(&client, "analyze_structure", json!({"code": broken, "language": "python"})).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(out["note"].as_str().unwrap().starts_with("parsing stopped after 2 s"), "{out}");
+    client.cancel().await.unwrap();
+}
+
 /// Failure 4: a lock file a killed process left under refs/code-intel/ blocked every submit
 /// ("checkpoint_conflict", which was not true) and made `clean` exit 1. Our own stale locks are
 /// removed; a lock on a ref we share with git (HEAD) is named, with what to do.
@@ -305,10 +353,52 @@ fn the_server_exits_within_two_seconds_of_stdin_closing() {
     fsck_clean(root);
 }
 
+/// Found by the tool fuzz: rmcp drops a pending read when an answer is ready to go, and the
+/// transport threw away the part of a request it had read, so a large request arriving while
+/// answers were written lost its head, got a parse error with id null, and its client waited
+/// forever. Now every one of many large pipelined requests is answered under its own id.
+#[test]
+fn large_requests_arriving_while_answers_are_written_are_read_whole() {
+    use std::io::{BufRead, BufReader, Write};
+    let repo = committed_project();
+    let mut child = spawn_server(repo.path());
+    let mut stdin = child.stdin.take().unwrap();
+    initialize(&mut stdin);
+    let n = 60u64;
+    let writer = std::thread::spawn(move || {
+        for id in 1..=n {
+            let pad = "p".repeat(if id % 2 == 0 { 1_500_000 } else { 10 });
+            let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                              "params": {"name": "search_files", "arguments": {"pattern": "*.py", "pad": pad}}});
+            writeln!(stdin, "{call}").unwrap();
+        }
+        stdin.flush().unwrap();
+        stdin
+    });
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut ids = Vec::new();
+    while ids.len() < n as usize {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let msg: Value = serde_json::from_str(&line).unwrap();
+        assert!(msg.get("error").is_none(), "{msg}");
+        if let Some(id) = msg["id"].as_u64().filter(|&id| id != 0) {
+            ids.push(id);
+        }
+    }
+    drop(writer.join().unwrap());
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=n).collect::<Vec<_>>());
+    let _ = exit_time(&mut child, std::time::Duration::from_secs(5));
+}
+
 /// Failure 7: requests that cannot be read got no answer, so the client waited for its own
 /// timeout. Now a parse error (-32700, id null) answers what is not UTF-8 or JSON (lone
-/// surrogates and nesting over 128 included), an invalid-request error (-32600) answers JSON
-/// that is no message, and the server goes on serving.
+/// surrogates included), an invalid-request error (-32600) answers JSON that is no message or
+/// nests deeper than 128 (under its own id when one can be found), and the server goes on
+/// serving.
 #[test]
 fn unreadable_requests_get_a_json_rpc_error() {
     use std::io::{BufRead, BufReader, Write};
@@ -317,11 +407,16 @@ fn unreadable_requests_get_a_json_rpc_error() {
     let mut stdin = child.stdin.take().unwrap();
     initialize(&mut stdin);
     let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    // Too deep to parse, but its id can be found: the answer goes to it.
+    let deep_call = format!(
+        r#"{{"jsonrpc": "2.0", "method": "tools/call", "params": {{"name": "search_text", "arguments": {{"note": "a \"[{{\" in a string", "pattern": {deep}}}}}, "id": 8}}"#
+    );
     let bad: Vec<Vec<u8>> = vec![
         b"this is not json".to_vec(),
         b"{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": \xff}".to_vec(),
         br#"{"jsonrpc": "2.0", "id": 6, "method": "\ud800"}"#.to_vec(),
         deep.into_bytes(),
+        deep_call.into_bytes(),
         b"{\"jsonrpc\": \"2.0\", \"id\": 9, \"no_method\": true}".to_vec(),
     ];
     for line in &bad {
@@ -350,7 +445,8 @@ fn unreadable_requests_get_a_json_rpc_error() {
             (Value::Null, json!(-32700)),
             (Value::Null, json!(-32700)),
             (Value::Null, json!(-32700)),
-            (Value::Null, json!(-32700)),
+            (Value::Null, json!(-32600)),
+            (json!(8), json!(-32600)),
             (json!(9), json!(-32600)),
             (json!(10), Value::Null),
         ],

@@ -157,6 +157,7 @@ catalogue! {
     LINE_OUT_OF_RANGE = ["tool_errors", "query", "line_out_of_range"] ("line", "path", "total") Argument;
     NO_FUNCTION_AT_LINE = ["tool_errors", "query", "no_function_at_line"] ("path", "line") Argument;
     INVALID_ARGUMENT = ["tool_errors", "query", "invalid_argument"] ("name", "error") Argument;
+    RESPONSE_TOO_LARGE = ["tool_errors", "query", "response_too_large"] ("tool", "size", "limit") Argument;
     INDEX_FAILED = ["tool_errors", "query", "index_failed"] ("error") Failure;
     INVALID_COLLECTION = ["tool_errors", "query", "invalid_collection"] ("collection") Argument;
     NO_CHUNK_ID = ["tool_errors", "query", "no_chunk_id"] () Argument;

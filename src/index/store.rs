@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::IndexedFile;
 
-const MAGIC: &[u8; 8] = b"GCISYM04";
+const MAGIC: &[u8; 8] = b"GCISYM05";
 pub const INDEX_DIR: &str = ".code-intel/index";
 const INDEX_FILE: &str = "symbols.bin";
 

@@ -2,6 +2,7 @@
 //! Nothing but MCP messages goes to stdout; logs go to stderr. [`transport`] reads and writes
 //! the messages, and answers what it cannot read.
 
+pub mod arguments;
 pub mod transport;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::session::{SessionResult, Sessions, StartRequest};
 use crate::tools::definitions::{FindDefinitionsOutput, FindDefinitionsParams};
 use crate::tools::function_at_line::{GetFunctionAtLineOutput, GetFunctionAtLineParams};
 use crate::tools::impact::{AnalyzeImpactOutput, AnalyzeImpactParams};
+use crate::tools::page::MAX_RESPONSE_BYTES;
 use crate::tools::query::{QueryOutput, QueryParams};
 use crate::tools::references::{FindReferencesOutput, FindReferencesParams};
 use crate::tools::reveals::Reveals;
@@ -95,7 +97,10 @@ impl CodeIntelServer {
                 _ => Vec::new(),
             };
             sessions.record_tool(&ws, name, revealed);
-            result
+            match result {
+                Ok(output) => within_limit(&ws, name, &output).map(|()| output),
+                Err(error) => Err(within_limit(&ws, name, &error).err().unwrap_or(error)),
+            }
         };
         match tokio::task::spawn_blocking(task).await {
             Ok(result) => result.map(Json),
@@ -113,17 +118,42 @@ impl CodeIntelServer {
         let sessions = Arc::clone(&self.sessions);
         let task = move || {
             sessions.record_tool(&ws, name, Vec::new());
-            f(&ws, &sessions)
+            let answer = f(&ws, &sessions);
+            let size = match &answer {
+                Ok(value) => serde_json::to_vec(value).map_or(0, |v| v.len()),
+                Err(error) => serde_json::to_vec(error).map_or(0, |v| v.len()),
+            };
+            (answer, size, ws)
         };
         let json = |v: Result<serde_json::Value, serde_json::Error>| {
             v.map_err(|e| rmcp::ErrorData::internal_error(format!("cannot serialize the answer: {e}"), None))
         };
         match tokio::task::spawn_blocking(task).await {
-            Ok(Ok(value)) => Ok(CallToolResult::structured(json(serde_json::to_value(value))?)),
-            Ok(Err(error)) => Ok(CallToolResult::structured_error(json(serde_json::to_value(error))?)),
+            Ok((_, size, ws)) if size > MAX_RESPONSE_BYTES => {
+                let error = too_large(&ws, name, size);
+                Ok(CallToolResult::structured_error(json(serde_json::to_value(error))?))
+            }
+            Ok((Ok(value), _, _)) => Ok(CallToolResult::structured(json(serde_json::to_value(value))?)),
+            Ok((Err(error), _, _)) => Ok(CallToolResult::structured_error(json(serde_json::to_value(error))?)),
             Err(e) => Err(rmcp::ErrorData::internal_error(format!("session task failed: {e}"), None)),
         }
     }
+}
+
+/// The contract's `response_too_large` error, when `answer` is over the limit on one answer:
+/// every tool pages its lists, but an argument it echoes can be as large as the request.
+fn within_limit(ws: &Workspace, tool: &str, answer: &impl serde::Serialize) -> Result<(), ToolError> {
+    let size = serde_json::to_vec(answer).map_or(0, |v| v.len());
+    if size > MAX_RESPONSE_BYTES { Err(too_large(ws, tool, size)) } else { Ok(()) }
+}
+
+fn too_large(ws: &Workspace, tool: &str, size: usize) -> ToolError {
+    let (size, limit) = (size.to_string(), MAX_RESPONSE_BYTES.to_string());
+    ws.tool_error(
+        &crate::contract::catalogue::RESPONSE_TOO_LARGE,
+        &[("tool", tool), ("size", &size), ("limit", &limit)],
+    )
+    .into()
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
@@ -458,6 +488,7 @@ pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
                 .open_world(false),
         );
     }
+    arguments::check_arguments(&mut router);
     router
 }
 

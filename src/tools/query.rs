@@ -115,6 +115,9 @@ const STOPWORDS: &[&str] = &[
     "add",
 ];
 
+/// Room for the output's own fields around the echoes and results.
+const ECHO_ENVELOPE: usize = 8 * 1024;
+
 pub fn query(ws: &Workspace, params: QueryParams) -> ToolResult<QueryOutput> {
     let question = given(&params.question).map(str::to_owned);
     let symbol = given(&params.symbol).map(str::to_owned);
@@ -137,7 +140,10 @@ pub fn query(ws: &Workspace, params: QueryParams) -> ToolResult<QueryOutput> {
         }
         plan.retain(|call| only.contains(&call.tool));
     }
-    let share = MAX_RESPONSE_BYTES / plan.len().max(1);
+    // The question and the plan are echoed, and each result repeats its call's arguments: the
+    // outputs share what is left.
+    let echo = serde_json::to_vec(&(&question, &plan)).map_or(0, |v| v.len());
+    let share = MAX_RESPONSE_BYTES.saturating_sub(2 * echo + ECHO_ENVELOPE) / plan.len().max(1);
     let mut any_truncated = false;
     let mut revealed = Vec::new();
     let results: Vec<CallResult> = plan

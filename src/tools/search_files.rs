@@ -40,10 +40,42 @@ pub struct SearchFilesOutput {
     pub skipped: SkippedFiles,
 }
 
+/// The longest glob taken, in bytes.
+pub const MAX_GLOB_BYTES: usize = 1024;
+/// The deepest `{a,b}` nesting taken. (globset turns each level into a regex group, and panics
+/// when the regex parser refuses the nesting.)
+pub const MAX_GLOB_NESTING: usize = 16;
+
+fn check_glob(ws: &Workspace, pattern: &str) -> ToolResult<()> {
+    if pattern.len() > MAX_GLOB_BYTES {
+        let why = format!("a glob of {} bytes; at most {MAX_GLOB_BYTES}", pattern.len());
+        return Err(ws.invalid_argument("pattern", &why));
+    }
+    let (mut depth, mut deepest, mut escaped) = (0usize, 0usize, false);
+    for c in pattern.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_GLOB_NESTING {
+        let why = format!("`{{…}}` nested {deepest} deep; at most {MAX_GLOB_NESTING}");
+        return Err(ws.invalid_argument("pattern", &why));
+    }
+    Ok(())
+}
+
 pub fn search_files(ws: &Workspace, params: SearchFilesParams) -> ToolResult<SearchFilesOutput> {
     let Some(pattern) = given(&params.pattern) else {
         return Err(ws.tool_error(&msg::NO_PATTERN, &[]).into());
     };
+    check_glob(ws, pattern)?;
     let glob = GlobBuilder::new(pattern)
         .literal_separator(pattern.contains('/'))
         .backslash_escape(true)

@@ -49,12 +49,16 @@ pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSy
     ws.with_index(|index, report| {
         let mut files = 0;
         let mut left_out = (0u64, 0usize);
+        let mut stopped: Vec<&str> = Vec::new();
         let mut all = Vec::new();
         for file in index.files() {
             if !under(&file.rel, &prefix) || language.is_some_and(|l| l != file.lang) {
                 continue;
             }
             files += 1;
+            if file.syntax.parse_stopped {
+                stopped.push(&file.rel);
+            }
             if file.syntax.symbols_left_out > 0 {
                 left_out = (left_out.0 + u64::from(file.syntax.symbols_left_out), left_out.1 + 1);
             }
@@ -77,15 +81,30 @@ pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSy
             truncated: page.truncated,
             truncation_warning: page.truncated.then(|| ws.truncation_warning()),
             skipped: SkippedFiles::new(report.too_large.clone(), report.binary.clone(), ws.config.max_file_size),
-            note: (left_out.0 > 0).then(|| {
-                format!(
-                    "{} definition(s) in {} file(s) left out: nested deeper than {} levels, or past the first {} of a file",
-                    left_out.0,
-                    left_out.1,
-                    crate::syntax::MAX_NESTING,
-                    crate::syntax::MAX_SYMBOLS
-                )
-            }),
+            note: bounds_note(left_out, &stopped),
         })
     })
+}
+
+/// What the per-file bounds left out of the listed files, if anything.
+fn bounds_note((left_out, in_files): (u64, usize), stopped: &[&str]) -> Option<String> {
+    let mut parts = Vec::new();
+    if left_out > 0 {
+        parts.push(format!(
+            "{left_out} definition(s) in {in_files} file(s) left out: nested deeper than {} levels, or past the first {} of a file",
+            crate::syntax::MAX_NESTING,
+            crate::syntax::MAX_SYMBOLS
+        ));
+    }
+    if !stopped.is_empty() {
+        let shown: Vec<&str> = stopped.iter().take(5).copied().collect();
+        parts.push(format!(
+            "{} file(s) not parsed (parsing stopped after {} s): {}{}",
+            stopped.len(),
+            crate::syntax::PARSE_BUDGET.as_secs(),
+            shown.join(", "),
+            if stopped.len() > shown.len() { ", …" } else { "" }
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
