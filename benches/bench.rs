@@ -6,10 +6,13 @@
 //! - a cold symbol-index build vs `ctags -R`, and symbols per second;
 //! - find_definitions / find_references on the warm in-process index, p50 and p95;
 //! - process spawn to the MCP `initialize` reply;
-//! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]).
+//! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]);
+//! - peak RSS on input built to exhaust memory ([`memory`]).
 //!
-//! `code-intel-bench <binary> <corpus> semantic` (or `git`) runs only that part.
+//! `code-intel-bench <binary> <corpus> semantic` (or `git`, or `memory`) runs only that part.
 
+#[path = "memory.rs"]
+mod memory;
 #[path = "semantic.rs"]
 mod semantic;
 
@@ -54,7 +57,7 @@ fn main() {
     let bin = PathBuf::from(args.get(1).cloned().unwrap_or_else(|| "target/release/git-code-intel".into()));
     let corpus = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "/tmp/code-intel-bench-corpus".into()));
     assert!(bin.exists(), "binary {} missing", bin.display());
-    assert!(corpus.is_dir(), "corpus {} missing", corpus.display());
+    assert!(corpus.is_dir() || args.get(3).is_some_and(|a| a == "memory"), "corpus {} missing", corpus.display());
     let out = std::env::temp_dir().join("code-intel-bench-out");
     std::fs::create_dir_all(&out).unwrap();
 
@@ -62,6 +65,7 @@ fn main() {
     match args.get(3).map(String::as_str) {
         Some("semantic") => return semantic::run(&corpus),
         Some("git") => return git_ops(&corpus),
+        Some("memory") => return memory::run(&bin),
         _ => {}
     }
     println!("\n## search_text vs rg (median of 5, output written to a file)");
@@ -157,6 +161,8 @@ fn main() {
     println!("p50 {:.1} ms (target < 30 ms)", ms(pct(&mut spawns, 50)));
 
     semantic::run(&corpus);
+
+    memory::run(&bin);
 }
 
 /// review_changes, the PRE_COMMIT commit and the MERGE on a 20k-file repository, against the git

@@ -98,7 +98,7 @@ pub fn chunk_file(rel: &str, source: &str, syntax: Option<(Lang, &FileSyntax)>, 
     let mut out = Vec::new();
     for (start, end, symbol, kind, signature) in pieces {
         for (a, b) in split(&lines, start, end, max_tokens) {
-            let text = lines[(a - 1) as usize..b as usize].join("\n");
+            let text = bounded(lines[(a - 1) as usize..b as usize].join("\n"), rel, a, b, max_tokens);
             if !text.chars().any(char::is_alphanumeric) {
                 continue;
             }
@@ -119,6 +119,25 @@ pub fn chunk_file(rel: &str, source: &str, syntax: Option<(Lang, &FileSyntax)>, 
         }
     }
     out
+}
+
+/// Bytes a chunk's text may hold per token of `max_tokens`. Pieces are cut by lines at about
+/// four bytes a token, so only a line longer than the whole budget (minified code, one-line
+/// nests) reaches this; past it the model, which reads 256 tokens, would see nothing more, and
+/// every definition on such a line would otherwise carry the whole line again.
+const MAX_BYTES_PER_TOKEN: usize = 8;
+
+/// `text`, cut at `max_tokens * MAX_BYTES_PER_TOKEN` bytes with a note naming the full range.
+fn bounded(mut text: String, rel: &str, a: u32, b: u32, max_tokens: usize) -> String {
+    let limit = max_tokens * MAX_BYTES_PER_TOKEN;
+    if text.len() <= limit {
+        return text;
+    }
+    let total = text.len();
+    let cut = (0..=limit).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    text.truncate(cut);
+    text.push_str(&format!("\n… (cut at {cut} of {total} bytes: read {rel}:{a}-{b} for the rest)"));
+    text
 }
 
 /// The first line of the doc comments and attributes right above `line` (`///`, `//`, `#`,
@@ -259,5 +278,21 @@ mod tests {
         assert_eq!(w.len(), 3);
         assert_eq!((w[0].start_line, w[0].end_line, w[2].end_line), (1, 40, 100));
         assert_eq!(w[0].id, "notes.txt#<lines>#1");
+    }
+
+    #[test]
+    fn a_line_longer_than_the_budget_is_cut_with_a_note_in_every_chunk_on_it() {
+        // Minified code: many definitions on one line, each a chunk of that line.
+        let src: String = (0..2000).map(|i| format!("function f{i}(a){{return a+{i}}}")).collect();
+        let c = chunks("app.min.js", &src, 512);
+        assert!(c.len() > 100, "{}", c.len());
+        let limit = 512 * MAX_BYTES_PER_TOKEN + 100;
+        assert!(c.iter().all(|c| c.text.len() <= limit), "every chunk stays near the byte limit");
+        let cut = &c[0].text;
+        assert!(cut.ends_with("read app.min.js:1-1 for the rest)"), "{}", &cut[cut.len() - 80..]);
+        assert!(cut.contains(&format!("of {} bytes", src.len())), "the note gives the full size");
+        // Multi-byte text is cut at a character boundary.
+        let wide = format!("def f():\n    return '{}'\n", "é".repeat(5000));
+        assert!(chunks("w.py", &wide, 64).iter().all(|c| c.text.len() <= 64 * MAX_BYTES_PER_TOKEN + 100));
     }
 }

@@ -43,7 +43,10 @@ pub struct Embedder {
 }
 
 /// Texts embedded per turn at the model in batch work; a query waits for at most one turn.
-pub const BATCH: usize = 16;
+/// Small on purpose: the model's activations grow with batch × sequence², and padding to the
+/// batch's longest text wastes work. Indexing our own `src/` (benches/memory.rs measures it):
+/// 16 → 439 MB peak, 27.8 s; 8 → 322 MB, 25.1 s; 4 → 270 MB, 23.6 s; 2 → 271 MB, 23.3 s.
+pub const BATCH: usize = 4;
 
 /// Counts a waiting query for as long as it lives.
 struct Waiting<'a>(&'a AtomicUsize);
@@ -83,6 +86,8 @@ impl Embedder {
         let model = UserDefinedEmbeddingModel::new(read("model.onnx")?, tokenizer_files).with_pooling(Pooling::Mean);
         let mut options = InitOptionsUserDefined::new().with_max_length(256);
         options.intra_threads = Some(threads.max(1));
+        // Without its arena, ONNX Runtime hands memory back after each batch: with the arena a
+        // Forest sync of long chunks held over 500 MB (benches/memory.rs), for no speed we measured.
         // ort panics when the library cannot be loaded or is too old: keep that a clean error.
         let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             TextEmbedding::try_new_from_user_defined(model, options)
