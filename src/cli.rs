@@ -104,6 +104,17 @@ pub enum Command {
         #[arg(long)]
         note: Option<String>,
     },
+    /// Record a new DO/DON'T summary of the project's rules in .code-intel/context.yml, with
+    /// the fingerprints of the files it was made from.
+    #[command(name = "update-context", visible_alias = "update_context")]
+    UpdateContext {
+        /// The summary; `-` reads it from stdin.
+        #[arg(long)]
+        summary: String,
+        /// A file the summary was made from (repeatable; default: CLAUDE.md, AGENTS.md as found).
+        #[arg(long = "source")]
+        sources: Vec<String>,
+    },
     /// The Map (refs/code-intel/map): list or remove learned entries.
     #[command(subcommand)]
     Map(MapCommand),
@@ -377,6 +388,26 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         ),
         Command::FetchChunkDetail { chunk_id } => {
             emit(tools::semantic::fetch_chunk_detail(ws, FetchChunkDetailParams { chunk_id }), json)
+        }
+        Command::UpdateContext { summary, sources } => {
+            let summary = if summary == "-" {
+                let mut text = String::new();
+                if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+                    eprintln!("git-code-intel: cannot read the summary from stdin: {e}");
+                    return 2;
+                }
+                text
+            } else {
+                summary
+            };
+            let sources = (!sources.is_empty()).then_some(sources);
+            emit(
+                tools::context::update_context(
+                    ws,
+                    tools::context::UpdateContextParams { summary: Some(summary), sources },
+                ),
+                json,
+            )
         }
         Command::Outcome { outcome, note } => {
             emit(tools::semantic::record_outcome(ws, RecordOutcomeParams { outcome, note }), json)

@@ -3,6 +3,7 @@
 pub mod branches;
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod contract;
 pub mod derived;
 pub mod engine;

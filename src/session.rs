@@ -15,13 +15,15 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::branches;
+use crate::context::docs::DocumentResearch;
+use crate::context::{self, CONTEXT_FILE, ProjectContext, ProjectRules};
 use crate::contract::catalogue::{self as msg, Msg};
 use crate::engine::evidence::EvidenceFile;
-use crate::engine::payload::{self, Payload};
+use crate::engine::payload::{self, Body, Payload};
 use crate::engine::phase::{self, Phase};
 use crate::engine::response::{self, PhaseResponse, Refusal, SessionStatus};
 use crate::engine::state::{Checkpoint, Flags, GateLevel, Intent, SessionState};
-use crate::engine::submit::{self, Effect, Facts, StartParams};
+use crate::engine::submit::{self, DocumentFacts, Effect, Facts, StartParams};
 use crate::engine::{self as engine_api, WriteAllowed};
 use crate::gitstore::{SessionStore, StoreError, Stored};
 use crate::repo::PathError;
@@ -92,6 +94,15 @@ pub struct SessionReply {
     /// An operation a killed process left, finished or dropped before this answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered: Option<String>,
+    /// The project's DO/DON'T rules (start_session): keep to them for the whole session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_rules: Option<ProjectRules>,
+    /// In DOCUMENT_RESEARCH: the documents to read (`must_read`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub documents: Option<DocumentResearch>,
+    /// What the server decided about this session from the project's context.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// get_session_status.
@@ -109,6 +120,11 @@ pub struct ActiveStatus {
     pub active: bool,
     /// The checkpoint commit the status was read from.
     pub checkpoint: String,
+    /// The project's DO/DON'T rules: keep to them for the whole session.
+    pub project_rules: ProjectRules,
+    /// In DOCUMENT_RESEARCH: the documents to read (`must_read`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub documents: Option<DocumentResearch>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -231,6 +247,21 @@ impl Sessions {
             Some(g) => GateLevel::parse(g).ok_or_else(|| invalid(ws, "gate_level", "expected auto (a) or full (f)"))?,
         };
         check_repo_path(ws, req.repo_path.as_deref())?;
+        let mut notes = Vec::new();
+        let context = ProjectContext::load(ws.repo.root());
+        if !flags.no_doc_research {
+            if !context.doc_research_enabled {
+                flags.no_doc_research = true;
+                notes.push(ws.contract.message(&msg::DOC_RESEARCH_DISABLED, &[("path", CONTEXT_FILE)]));
+            } else if context::docs::candidates(&ws.repo, &ws.config, &context).is_empty() {
+                flags.no_doc_research = true;
+                let docs_path = context.docs_path.join(", ");
+                notes.push(
+                    ws.contract
+                        .message(&msg::DOC_RESEARCH_NO_DOCUMENTS, &[("docs_path", &docs_path), ("path", CONTEXT_FILE)]),
+                );
+            }
+        }
         if let Some(existing) = self.active(ws)? {
             let st = &existing.checkpoint.orchestrator_state;
             let m = ws.contract.error(&msg::CHECKPOINT_RECOVERY, &[]);
@@ -266,7 +297,16 @@ impl Sessions {
         match store.create(&checkpoint) {
             Ok(_) => {
                 self.reset_record(&checkpoint);
-                Ok(SessionReply { response, stale_branches, task_branch: None, recovered: self.take_recovered() })
+                let documents = documents_for(ws, &response, &checkpoint.orchestrator_state.query);
+                Ok(SessionReply {
+                    response,
+                    stale_branches,
+                    task_branch: None,
+                    recovered: self.take_recovered(),
+                    project_rules: Some(context::project_rules(ws.repo.root(), &ws.contract)),
+                    documents,
+                    notes,
+                })
             }
             Err(StoreError::Busy(other)) => Err(contract_error(ws, &msg::SESSION_ACTIVE, &[("session_id", &other)])),
             Err(e) => Err(store_error(ws, e)),
@@ -296,6 +336,7 @@ impl Sessions {
             evidence: payload.map(|p| evidence_facts(ws, p)).unwrap_or_default(),
             semantic_available: ws.semantic.available(),
             changed_files: changed_files.clone(),
+            documents: payload.and_then(|p| document_facts(ws, p, &checkpoint.orchestrator_state.query)),
         };
         let decoded = payload::decode(checkpoint.orchestrator_state.phase(), &data).ok();
         let accepted = match (&decoded, checkpoint.orchestrator_state.is_complete()) {
@@ -348,11 +389,15 @@ impl Sessions {
         match result {
             Ok(()) => {
                 self.reset_record(&next);
+                let documents = documents_for(ws, &accepted.response, &next.orchestrator_state.query);
                 Ok(SessionReply {
                     response: accepted.response,
                     stale_branches: None,
                     task_branch: next.orchestrator_state.task_branch.clone(),
                     recovered: self.take_recovered(),
+                    project_rules: None,
+                    documents,
+                    notes: Vec::new(),
                 })
             }
             Err(e) => Err(store_error(ws, e)),
@@ -409,10 +454,14 @@ impl Sessions {
         };
         let mut checkpoint = stored.checkpoint;
         self.merge_record(&mut checkpoint);
+        let status = response::status(&ws.contract, &checkpoint);
+        let documents = documents_for(ws, &status.response, &checkpoint.orchestrator_state.query);
         Ok(StatusReply::Active(Box::new(ActiveStatus {
-            status: response::status(&ws.contract, &checkpoint),
+            status,
             active: true,
             checkpoint: stored.commit.to_string(),
+            project_rules: context::project_rules(ws.repo.root(), &ws.contract),
+            documents,
         })))
     }
 
@@ -933,4 +982,27 @@ fn plain(code: &str, message: &str) -> SessionError {
 
 fn invalid(ws: &Workspace, name: &str, why: &str) -> SessionError {
     contract_error(ws, &msg::INVALID_ARGUMENT, &[("name", name), ("error", why)])
+}
+
+/// The documents to read, when `response` is DOCUMENT_RESEARCH's.
+fn documents_for(ws: &Workspace, response: &PhaseResponse, query: &str) -> Option<DocumentResearch> {
+    (response.phase == Phase::DocumentResearch.name())
+        .then(|| context::docs::research(&ws.repo, &ws.config, &ProjectContext::load(ws.repo.root()), query))
+}
+
+/// DOCUMENT_RESEARCH's facts: which reviewed documents do not exist, and what must_read named.
+fn document_facts(ws: &Workspace, payload: &Payload, query: &str) -> Option<DocumentFacts> {
+    let Body::DocumentResearch(p) = &payload.body else { return None };
+    let missing = p
+        .documents_reviewed
+        .iter()
+        .flatten()
+        .filter(|d| {
+            let path = crate::engine::submit::document_path(d);
+            path.is_empty() || !ws.repo.resolve(&path).is_ok_and(|abs| abs.is_file())
+        })
+        .cloned()
+        .collect();
+    let research = context::docs::research(&ws.repo, &ws.config, &ProjectContext::load(ws.repo.root()), query);
+    Some(DocumentFacts { missing, must_read: research.must_read.into_iter().map(|m| m.path).collect() })
 }

@@ -1,7 +1,8 @@
 //! An agent that knows nothing but the responses.
 //!
 //! It reads only `call`, `instruction` and `expected_payload_schema` of each response (and the
-//! answers of the tools it calls), and fills every payload from the schema. Besides the schema it
+//! answers of the tools it calls, and the `must_read` documents DOCUMENT_RESEARCH's
+//! instruction sends it to), and fills every payload from the schema. Besides the schema it
 //! has a small table of facts about the fixture repository: where the change goes and what it
 //! is, the user's request (to quote from), which arguments to give a tool when an instruction
 //! or a schema names it, and its decisions (gate answers, the user's branch choice, whether a
@@ -285,7 +286,11 @@ impl Agent {
                 json!(mine)
             }
             "explored_files" => json!([FILE]),
-            "documents_reviewed" => json!(["docs/auth.md"]),
+            // The instruction says to read must_read: the agent reads what it names.
+            "documents_reviewed" => {
+                let must_read = self.transcript.last()?["documents"]["must_read"].as_array()?.clone();
+                json!(must_read.iter().map(|d| d["path"].clone()).collect::<Vec<_>>())
+            }
             "evidence" => {
                 let (a, b) = self.change?;
                 json!(format!("{FILE}:{a}-{b}"))

@@ -63,6 +63,8 @@ catalogue! {
     INVALID_CHOICE = ["failures", "BRANCH_INTERVENTION", "invalid_choice"] () Shape;
     BRANCH_OPERATION_FAILED = ["failures", "BRANCH_INTERVENTION", "branch_operation_failed"] ("choice", "errors") Failure;
     EMPTY_DOCUMENTS = ["failures", "DOCUMENT_RESEARCH", "empty_documents"] () Shape;
+    DOCUMENTS_NOT_FOUND = ["failures", "DOCUMENT_RESEARCH", "documents_not_found"] ("files") Content;
+    MUST_READ_NOT_REVIEWED = ["failures", "DOCUMENT_RESEARCH", "must_read_not_reviewed"] ("files") Content;
     EMPTY_RESULT = ["failures", "EXPLORATION", "empty_result"] () Shape;
     QUOTE_NOT_IN_QUERY = ["failures", "QUERY_FRAME", "quote_not_in_query"] ("slot", "quote") Content;
     EMPTY_SEARCH_RESULTS = ["failures", "SEMANTIC", "empty_search_results"] () Shape;
@@ -157,6 +159,7 @@ catalogue! {
     LINE_OUT_OF_RANGE = ["tool_errors", "query", "line_out_of_range"] ("line", "path", "total") Argument;
     NO_FUNCTION_AT_LINE = ["tool_errors", "query", "no_function_at_line"] ("path", "line") Argument;
     INVALID_ARGUMENT = ["tool_errors", "query", "invalid_argument"] ("name", "error") Argument;
+    CONTEXT_UPDATE_FAILED = ["tool_errors", "query", "context_update_failed"] ("error") Failure;
     RESPONSE_TOO_LARGE = ["tool_errors", "query", "response_too_large"] ("tool", "size", "limit") Argument;
     INDEX_FAILED = ["tool_errors", "query", "index_failed"] ("error") Failure;
     INVALID_COLLECTION = ["tool_errors", "query", "invalid_collection"] ("collection") Argument;
@@ -181,6 +184,10 @@ catalogue! {
     LOCK_IN_THE_WAY = ["session_messages", "lock_in_the_way"] ("path") Failure;
     REVERT_TO_PLANNING = ["session_messages", "revert_to_planning"] ("reason", "tasks") Note;
     VERIFICATION_FAILED_ONLY_VERIFY = ["session_messages", "verification_failed_only_verify"] () Note;
+    PROJECT_RULES_STALE = ["session_messages", "project_rules_stale"] ("files") Note;
+    CONTEXT_UNREADABLE = ["session_messages", "context_unreadable"] ("path", "error") Note;
+    DOC_RESEARCH_DISABLED = ["session_messages", "doc_research_disabled"] ("path") Note;
+    DOC_RESEARCH_NO_DOCUMENTS = ["session_messages", "doc_research_no_documents"] ("docs_path", "path") Note;
 
     PHASE_BLOCKED_HINT = ["hints", "phase_blocked_hint"] () Note;
     TARGET_FEATURE_MISSING = ["query_frame_hints", "target_feature_missing"] () Note;

@@ -69,6 +69,19 @@ pub struct DocumentResearchPayload {
     /// The documents you read (paths relative to the repository root), at least one.
     #[schemars(required, length(min = 1))]
     pub documents_reviewed: Option<Vec<String>>,
+    /// must_read documents you did not read, each with why.
+    pub skipped_documents: Option<Vec<SkippedDocument>>,
+}
+
+/// A must_read document left unread, and why.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+pub struct SkippedDocument {
+    /// Its path, as must_read gives it.
+    #[schemars(required)]
+    pub file: Option<String>,
+    /// Why it does not apply to this task, in at least 10 characters.
+    #[schemars(required, length(min = 10), regex(pattern = r"\S"))]
+    pub reason: Option<String>,
 }
 
 /// One slot of the query frame: what it says, and the user's own words that say it.

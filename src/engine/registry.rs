@@ -26,6 +26,8 @@ pub enum Writes {
     Refs,
     /// Moves refs and branches, commits, merges, and rewrites files of the work tree.
     RefsAndWorkTree,
+    /// Rewrites one of git-code-intel's own project files (`.code-intel/context.yml`).
+    ProjectFile,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +88,7 @@ pub const TOOLS: &[ToolSpec] = &[
     read("fetch_chunk_detail", true),
     session("sync_index", Writes::DerivedIndex, false, true),
     session("record_outcome", Writes::Refs, false, false),
+    session("update_context", Writes::ProjectFile, false, true),
     session("start_session", Writes::Refs, false, false),
     session("submit_phase", Writes::RefsAndWorkTree, true, false),
     session("get_session_status", Writes::Nothing, false, true),

@@ -30,6 +30,17 @@ pub struct Facts {
     /// PRE_COMMIT: the files the task changed (what review_changes lists, the user's own
     /// earlier changes aside). None when not looked at.
     pub changed_files: Option<Vec<String>>,
+    /// DOCUMENT_RESEARCH: what the adapter found about the documents. None when not looked at.
+    pub documents: Option<DocumentFacts>,
+}
+
+/// DOCUMENT_RESEARCH's checks, made by the adapter against the repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocumentFacts {
+    /// Entries of `documents_reviewed` that name no file of the repository.
+    pub missing: Vec<String>,
+    /// The documents the server named in `must_read`.
+    pub must_read: Vec<String>,
 }
 
 /// Git work the adapter must do for an accepted submit before the new state counts.
@@ -292,6 +303,7 @@ impl<'a> Step<'a> {
                 if p.documents_reviewed.as_ref().is_none_or(Vec::is_empty) {
                     return Err(self.refuse(msg::EMPTY_DOCUMENTS, &[]));
                 }
+                self.check_documents(p)?;
                 Next::Phase(Phase::QueryFrame, None)
             }
             Body::QueryFrame(p) => {
@@ -524,6 +536,34 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// `documents_reviewed` names real files, and covers `must_read` (a document skipped with
+    /// a reason of at least 10 characters counts as covered).
+    fn check_documents(&self, p: &payload::DocumentResearchPayload) -> Result<(), Refused> {
+        let Some(docs) = &self.facts.documents else { return Ok(()) };
+        if !docs.missing.is_empty() {
+            return Err(self.refuse(msg::DOCUMENTS_NOT_FOUND, &[("files", &docs.missing.join(", "))]));
+        }
+        let reviewed: BTreeSet<String> = p.documents_reviewed.iter().flatten().map(|d| document_path(d)).collect();
+        let skipped: BTreeSet<String> = p
+            .skipped_documents
+            .iter()
+            .flatten()
+            .filter(|s| s.reason.as_deref().is_some_and(|r| r.trim().chars().count() >= MIN_REASON_CHARS))
+            .filter_map(|s| s.file.as_deref().map(document_path))
+            .collect();
+        let unread: Vec<&str> = docs
+            .must_read
+            .iter()
+            .map(String::as_str)
+            .filter(|d| !reviewed.contains(*d) && !skipped.contains(*d))
+            .collect();
+        if unread.is_empty() {
+            Ok(())
+        } else {
+            Err(self.refuse(msg::MUST_READ_NOT_REVIEWED, &[("files", &unread.join(", "))]))
+        }
+    }
+
     /// Every file the task changed has a decision (keep or discard): nothing is committed
     /// unreviewed.
     fn check_every_file_reviewed(&self, p: &payload::PreCommitPayload) -> Result<(), Refused> {
@@ -651,6 +691,13 @@ fn normalize_text(s: &str) -> String {
 }
 
 /// `./a/b` → `a/b`, `a\b` → `a/b`.
+/// A document named in DOCUMENT_RESEARCH, as a repository-relative path: `docs/a.md:10-20`
+/// and `docs/a.md#setup` name `docs/a.md`.
+pub fn document_path(path: &str) -> String {
+    let p = normalize_rel(path);
+    p.split('#').next().unwrap_or(&p).to_owned()
+}
+
 pub fn normalize_rel(path: &str) -> String {
     let p = path.trim().replace('\\', "/");
     let p = p.trim_start_matches("./");

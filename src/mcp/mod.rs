@@ -17,6 +17,7 @@ use crate::engine::registry;
 use crate::engine::state::Flags;
 use crate::semantic::sync::SyncReport;
 use crate::session::{SessionResult, Sessions, StartRequest};
+use crate::tools::context::{UpdateContextOutput, UpdateContextParams};
 use crate::tools::definitions::{FindDefinitionsOutput, FindDefinitionsParams};
 use crate::tools::function_at_line::{GetFunctionAtLineOutput, GetFunctionAtLineParams};
 use crate::tools::impact::{AnalyzeImpactOutput, AnalyzeImpactParams};
@@ -361,6 +362,17 @@ impl CodeIntelServer {
     }
 
     #[tool(
+        name = "update_context",
+        description = "Record the project's rules for changing code (a short DO:/DON'T: list made from CLAUDE.md, AGENTS.md or the files project_rules names) in .code-intel/context.yml, with each source's fingerprint, so sessions show them and say when a source changed. Other keys and comments of the file are kept."
+    )]
+    async fn update_context(
+        &self,
+        Parameters(p): Parameters<UpdateContextParams>,
+    ) -> Result<Json<UpdateContextOutput>, ToolError> {
+        self.run("update_context", move |ws| tools::context::update_context(ws, p)).await
+    }
+
+    #[tool(
         name = "start_session",
         description = "Start a workflow session (step 1). The server then leads phase by phase: follow each response's instruction and answer with submit_phase in the expected_payload shape."
     )]
@@ -464,7 +476,7 @@ impl ServerHandler for CodeIntelServer {
             .with_instructions(
                 "Code intelligence for this repository: search_text, search_files, find_definitions, \
                  find_references, get_symbols, analyze_structure, get_function_at_line, analyze_impact, query, \
-                 semantic_search, fetch_chunk_detail, sync_index, record_outcome. \
+                 semantic_search, fetch_chunk_detail, sync_index, record_outcome, update_context. \
                  Workflow: start_session, then submit_phase for every phase (follow each response's \
                  instruction); get_session_status to recover. All paths are relative to the repository root.",
             )

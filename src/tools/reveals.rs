@@ -98,3 +98,9 @@ impl Reveals for RecordOutcomeOutput {
         Vec::new()
     }
 }
+
+impl Reveals for super::context::UpdateContextOutput {
+    fn revealed_files(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,208 @@
+//! Layer 2: the design documents DOCUMENT_RESEARCH must read. Candidates are the files under
+//! `doc_research.docs_path` that match `document_search.include_patterns` and none of its
+//! `exclude_patterns` (the walk's own rules apply too: `.gitignore`, hidden files, size limit).
+//! Each is cut into sections at its Markdown headings; BM25 ranks the sections against the
+//! session's request (a heading counts twice, the file name once), and a document scores as its
+//! best section. `must_read` holds the best documents: at most [`MAX_MUST_READ`], each scoring
+//! at least half the best, with their matching sections.
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::ProjectContext;
+use crate::config::Config;
+use crate::repo::Repo;
+use crate::semantic::lexical::Bm25;
+
+/// Documents named in `must_read` at most.
+pub const MAX_MUST_READ: usize = 3;
+/// Sections shown per document at most.
+const MAX_SECTIONS: usize = 3;
+/// A document is named when it scores at least this share of the best one.
+const SHARE_OF_BEST: f32 = 0.5;
+
+/// Words too common to tell documents apart.
+const STOPWORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "if", "in",
+    "into", "is", "it", "its", "make", "of", "on", "or", "so", "that", "the", "their", "then", "there", "this", "to",
+    "we", "what", "when", "where", "which", "why", "with", "you", "should", "would", "could", "please", "add", "use",
+    "new", "all", "not", "no",
+];
+
+/// One section of a document: its heading and line range (1-based, inclusive).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Section {
+    pub heading: String,
+    pub start_line: u32,
+    pub end_line: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct MustRead {
+    /// Repository-relative path.
+    pub path: String,
+    /// The sections that match the request, in file order.
+    pub sections: Vec<Section>,
+    /// BM25 score of its best section.
+    pub score: f32,
+}
+
+/// What DOCUMENT_RESEARCH is given to read.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct DocumentResearch {
+    /// The documents to read first, best first.
+    pub must_read: Vec<MustRead>,
+    /// Documents found under `doc_research.docs_path` that match `document_search`.
+    pub candidates: usize,
+    /// Where they were looked for.
+    pub docs_path: Vec<String>,
+}
+
+/// The candidate documents' repository-relative paths, sorted.
+pub fn candidates(repo: &Repo, config: &Config, cx: &ProjectContext) -> Vec<String> {
+    let include = globs(&cx.include_patterns);
+    let exclude = globs(&cx.exclude_patterns);
+    let mut out = Vec::new();
+    for dir in &cx.docs_path {
+        let dir = dir.trim().trim_start_matches("./").trim_end_matches('/');
+        let start = if dir.is_empty() || dir == "." { repo.root().to_path_buf() } else { repo.root().join(dir) };
+        // A docs_path that leaves the repository, or does not exist, names no document.
+        let Ok(abs) = repo.resolve(&start.to_string_lossy()) else { continue };
+        let Ok(walked) = crate::walk::walk(repo, config, &abs, &crate::walk::WalkOptions::default()) else { continue };
+        for f in walked.files {
+            let named = abs.is_file();
+            if (named || include.as_ref().is_none_or(|g| g.is_match(&f.rel)))
+                && !exclude.as_ref().is_some_and(|g| g.is_match(&f.rel))
+            {
+                out.push(f.rel);
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn globs(patterns: &[String]) -> Option<GlobSet> {
+    if patterns.is_empty() {
+        return None;
+    }
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        // A pattern that does not compile matches nothing rather than stopping the session.
+        if let Ok(g) = Glob::new(p.trim()) {
+            b.add(g);
+        }
+    }
+    b.build().ok()
+}
+
+/// A document's sections: split at ATX headings (`#` … `######`) outside fenced code blocks;
+/// the text before the first heading is a section named after the file.
+pub fn sections(rel: &str, text: &str) -> Vec<(Section, String)> {
+    let name = rel.rsplit('/').next().unwrap_or(rel).to_owned();
+    let mut out: Vec<(Section, String)> = Vec::new();
+    let mut current = (Section { heading: name, start_line: 1, end_line: 0 }, String::new());
+    let mut fence: Option<&str> = None;
+    for (i, line) in text.lines().enumerate() {
+        let n = i as u32 + 1;
+        let trimmed = line.trim_start();
+        let heading = fence.is_none()
+            && trimmed.starts_with('#')
+            && trimmed.trim_start_matches('#').starts_with([' ', '\t'])
+            && trimmed.len() - trimmed.trim_start_matches('#').len() <= 6;
+        if let Some(f) = fence {
+            if trimmed.starts_with(f) {
+                fence = None;
+            }
+        } else if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fence = Some(&trimmed[..3]);
+        }
+        if heading {
+            if current.0.end_line > 0 || !current.1.trim().is_empty() {
+                out.push(current);
+            }
+            let title = trimmed.trim_start_matches('#').trim().trim_end_matches('#').trim().to_owned();
+            current = (Section { heading: title, start_line: n, end_line: n }, String::new());
+        } else {
+            current.0.end_line = n;
+            current.1.push_str(line);
+            current.1.push('\n');
+        }
+    }
+    if current.0.end_line > 0 || !current.1.trim().is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// The request's words that tell documents apart.
+fn query_text(query: &str) -> String {
+    crate::semantic::lexical::terms(query)
+        .into_iter()
+        .filter(|t| !STOPWORDS.contains(&t.as_str()) && t.len() > 1)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Ranks the candidates against `query`.
+pub fn research(repo: &Repo, config: &Config, cx: &ProjectContext, query: &str) -> DocumentResearch {
+    let found = candidates(repo, config, cx);
+    let mut bm = Bm25::default();
+    let mut index: Vec<(usize, Section)> = Vec::new(); // (document, section) by BM25 id
+    for (d, rel) in found.iter().enumerate() {
+        let Ok(text) = std::fs::read_to_string(repo.root().join(rel)) else { continue };
+        let stem = rel.rsplit('/').next().unwrap_or(rel).rsplit_once('.').map_or(rel.as_str(), |(s, _)| s);
+        for (section, body) in sections(rel, &text) {
+            let id = index.len() as u64;
+            bm.add(id, "", &format!("{stem}\n{h}\n{h}\n{body}", h = section.heading));
+            index.push((d, section));
+        }
+    }
+    let q = query_text(query);
+    let ranked = if q.is_empty() { Vec::new() } else { bm.search(&q, index.len()) };
+    // Best section score per document, in rank order.
+    let mut docs: Vec<(usize, f32, Vec<&Section>)> = Vec::new();
+    for (id, score) in ranked.iter().filter(|(_, s)| *s > 0.0) {
+        let (d, section) = &index[*id as usize];
+        match docs.iter_mut().find(|(doc, _, _)| doc == d) {
+            Some((_, _, secs)) => {
+                if secs.len() < MAX_SECTIONS {
+                    secs.push(section);
+                }
+            }
+            None => docs.push((*d, *score, vec![section])),
+        }
+    }
+    let best = docs.first().map_or(0.0, |d| d.1);
+    let must_read = docs
+        .into_iter()
+        .filter(|(_, score, _)| *score >= best * SHARE_OF_BEST)
+        .take(MAX_MUST_READ)
+        .map(|(d, score, mut secs)| {
+            secs.sort_by_key(|s| s.start_line);
+            MustRead { path: found[d].clone(), sections: secs.into_iter().cloned().collect(), score }
+        })
+        .collect();
+    DocumentResearch { must_read, candidates: found.len(), docs_path: cx.docs_path.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_follow_headings_outside_code_fences() {
+        let text = "intro line\n# Title\nbody\n```sh\n# not a heading\n```\n## Sub #\nmore\n#hashtag is text\n";
+        let s = sections("docs/a.md", text);
+        let heads: Vec<(&str, u32, u32)> =
+            s.iter().map(|(s, _)| (s.heading.as_str(), s.start_line, s.end_line)).collect();
+        assert_eq!(heads, vec![("a.md", 1, 1), ("Title", 2, 6), ("Sub", 7, 9)]);
+    }
+
+    #[test]
+    fn common_words_do_not_count() {
+        assert_eq!(query_text("Add a logout() method to the Auth class"), "logout method auth class");
+    }
+}

@@ -1,0 +1,44 @@
+//! `update_context`: the agent's new DO/DON'T summary of the project's rules, recorded in
+//! `.code-intel/context.yml` with the blake3 of each source it was made from.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{ToolError, ToolResult};
+use crate::context::{self, ContextUpdate, ProjectRules, UpdateError};
+use crate::contract::catalogue as msg;
+use crate::workspace::Workspace;
+
+/// What `init` writes when the file does not exist yet.
+const TEMPLATE: &str = include_str!("../../templates/init/context.yml");
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct UpdateContextParams {
+    /// The project's rules for changing code, as a short list: `DO:` lines, then `DON'T:`
+    /// lines (at most 4000 characters).
+    pub summary: Option<String>,
+    /// The files the summary was made from, relative to the repository root (default: the
+    /// sources project_rules names, else those of CLAUDE.md, .claude/CLAUDE.md and AGENTS.md
+    /// that exist).
+    pub sources: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct UpdateContextOutput {
+    #[serde(flatten)]
+    pub update: ContextUpdate,
+    /// The rules as the next session will see them.
+    pub project_rules: ProjectRules,
+}
+
+pub fn update_context(ws: &Workspace, params: UpdateContextParams) -> ToolResult<UpdateContextOutput> {
+    let summary = params.summary.unwrap_or_default();
+    let root = ws.repo.root();
+    let update = context::update_context(root, &summary, params.sources, TEMPLATE).map_err(|e| -> ToolError {
+        match e {
+            UpdateError::Argument(name, why) => ws.invalid_argument(name, &why),
+            UpdateError::File(why) => ws.tool_error(&msg::CONTEXT_UPDATE_FAILED, &[("error", &why)]).into(),
+        }
+    })?;
+    Ok(UpdateContextOutput { update, project_rules: context::project_rules(root, &ws.contract) })
+}
