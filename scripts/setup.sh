@@ -12,6 +12,8 @@ python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 # faiss-rs (feature "static") builds the vendored Faiss with CMake against OpenBLAS.
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 dpkg -s libopenblas-dev >/dev/null 2>&1 || need_apt+=(libopenblas-dev)
+# `git code-intel --help` opens the manual page (`git code-intel man --install`) with man.
+command -v man >/dev/null 2>&1 || need_apt+=(man-db)
 # Reference tools for the benchmark (scripts/bench.sh): ripgrep and universal-ctags.
 if [ "${CODE_INTEL_BENCH_TOOLS:-1}" = 1 ]; then
   command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)

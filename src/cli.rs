@@ -52,6 +52,18 @@ pub enum Command {
         #[arg(long)]
         confirm: bool,
     },
+    /// The manual page (roff on stdout), or with --install every page written where man finds
+    /// them for this binary (`<bin>/../share/man/man1`), so `git code-intel --help` works.
+    Man {
+        /// Write the pages instead of printing the main one.
+        #[arg(long)]
+        install: bool,
+        /// With --install: write them here instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// A completion script for bash, zsh, fish, elvish or powershell, on stdout.
+    Completions { shell: clap_complete::Shell },
     /// Set up a repository: .code-intel/ prompts and contract, the /code skill, .mcp.json,
     /// Claude Code hooks, the Codex MCP entry, AGENTS.md and .gitignore entries.
     Init {
@@ -271,7 +283,8 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         eprintln!("git-code-intel: {report}");
     }
     match command {
-        Command::Serve => 0,
+        // Handled by main before a repository is opened.
+        Command::Serve | Command::Man { .. } | Command::Completions { .. } => 0,
         Command::Status => status(ws, json),
         Command::Contract => {
             print!("{}", ws.contract.to_yaml());

@@ -15,6 +15,7 @@ pub mod index;
 pub mod init;
 pub mod journal;
 pub mod lang;
+pub mod manual;
 pub mod mcp;
 pub mod repo;
 pub mod semantic;

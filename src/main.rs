@@ -28,6 +28,18 @@ fn main() -> ExitCode {
         .with_ansi(false)
         .init();
     let cli = Cli::parse();
+    // What needs no repository.
+    if matches!(cli.command, Command::Man { .. } | Command::Completions { .. }) {
+        quiet_sigpipe();
+    }
+    match &cli.command {
+        Command::Man { install, dir } => return manual(*install, dir.clone()),
+        Command::Completions { shell } => {
+            git_code_intel::manual::completions(*shell, &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
+    }
     let start = match &cli.repo {
         Some(p) => p.clone(),
         None => match std::env::current_dir() {
@@ -39,14 +51,8 @@ fn main() -> ExitCode {
         },
     };
     let serving = matches!(cli.command, Command::Serve);
-    #[cfg(unix)]
     if !serving {
-        // Like other command-line tools, end quietly when the reader of our output goes away
-        // (`git code-intel … | head`) instead of failing to print.
-        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
+        quiet_sigpipe();
     }
     let ws = match Workspace::open(&start, serving) {
         Ok(ws) => ws,
@@ -82,4 +88,38 @@ fn main() -> ExitCode {
         return ExitCode::from(code as u8);
     }
     ExitCode::from(cli::run_tool(&ws, cli.command, cli.json) as u8)
+}
+
+/// `git code-intel man [--install [--dir DIR]]`.
+fn manual(install: bool, dir: Option<std::path::PathBuf>) -> ExitCode {
+    use git_code_intel::manual;
+    if !install {
+        return match manual::render(&mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    match dir.map_or_else(manual::default_dir, Ok).and_then(|d| manual::install(&d)) {
+        Ok(page) => {
+            println!("installed {}: `git code-intel --help` and `man git-code-intel` show it", page.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot install the manual: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Like other command-line tools, end quietly when the reader of our output goes away
+/// (`git code-intel … | head`) instead of failing to print. Never in server mode.
+fn quiet_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
