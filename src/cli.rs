@@ -342,6 +342,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                     if report.iter().any(|r| r.action == crate::init::Action::KeptEdited) {
                         println!("(kept_edited files hold your changes; `git code-intel init --force` replaces them)");
                     }
+                    println!("{}", crate::init::where_procedures_are());
                 }
                 0
             }

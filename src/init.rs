@@ -14,33 +14,120 @@ use serde_json::{Value, json};
 
 const MANIFEST: &str = ".code-intel/.init-manifest.json";
 
-/// (path, content) of every file init owns.
-fn owned_files() -> Vec<(&'static str, &'static str)> {
-    vec![
-        (".code-intel/config.json", include_str!("../templates/init/config.json")),
-        (".code-intel/context.yml", include_str!("../templates/init/context.yml")),
-        (".code-intel/phase_contract.yml", include_str!("../templates/init/phase_contract.yml")),
-        (".code-intel/task_planning.md", include_str!("../templates/init/task_planning.md")),
-        (".code-intel/user_escalation.md", include_str!("../templates/init/user_escalation.md")),
-        (".code-intel/verifiers/tests.md", include_str!("../templates/init/verifiers/tests.md")),
-        (".code-intel/verifiers/build_and_lint.md", include_str!("../templates/init/verifiers/build_and_lint.md")),
-        (".code-intel/interventions/step_back.md", include_str!("../templates/init/interventions/step_back.md")),
-        (
-            ".code-intel/interventions/reproduce_first.md",
-            include_str!("../templates/init/interventions/reproduce_first.md"),
-        ),
-        (
-            ".code-intel/review_prompts/garbage_detection.md",
-            include_str!("../templates/init/review_prompts/garbage_detection.md"),
-        ),
-        (
-            ".code-intel/review_prompts/quality_review.md",
-            include_str!("../templates/init/review_prompts/quality_review.md"),
-        ),
-        (".code-intel/doc_research/default.md", include_str!("../templates/init/doc_research/default.md")),
-        (".claude/commands/code.md", include_str!("../templates/init/claude/code.md")),
-    ]
+/// The agent's procedures, one source for every client: `/code` and `/outcome` for Claude
+/// Code (commands), `$code` and `$outcome` for Codex (skills in `.agents/skills/`, where Codex
+/// looks for a repository's skills). Only the header and how the user's words arrive differ.
+pub const PROCEDURES: &[Procedure] = &[
+    Procedure {
+        name: "code",
+        description: "Understand the codebase before changing it, with git-code-intel leading phase by phase",
+        argument_hint: "[flags] <request>",
+        body: include_str!("../templates/init/procedures/code.md"),
+    },
+    Procedure {
+        name: "outcome",
+        description: "Record how the last git-code-intel session turned out (success teaches the Map)",
+        argument_hint: "success|failure|partial [note]",
+        body: include_str!("../templates/init/procedures/outcome.md"),
+    },
+];
+
+pub struct Procedure {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub argument_hint: &'static str,
+    pub body: &'static str,
 }
+
+/// The agents a procedure is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    ClaudeCode,
+    Codex,
+}
+
+impl Procedure {
+    /// Where `client` looks for it, relative to the repository root.
+    pub fn path(&self, client: Client) -> String {
+        match client {
+            Client::ClaudeCode => format!(".claude/commands/{}.md", self.name),
+            Client::Codex => format!(".agents/skills/{}/SKILL.md", self.name),
+        }
+    }
+
+    /// The file for `client`: its header, then the shared body with the client's words.
+    pub fn render(&self, client: Client) -> String {
+        let (header, invoke, arguments) = match client {
+            Client::ClaudeCode => (
+                format!("---\ndescription: {}\nargument-hint: \"{}\"\n---\n\n", self.description, self.argument_hint),
+                "/",
+                "`$ARGUMENTS`".to_owned(),
+            ),
+            Client::Codex => (
+                format!(
+                    "---\nname: {}\ndescription: {}. Use when the user types ${} or asks for it.\n---\n\n",
+                    self.name, self.description, self.name
+                ),
+                "$",
+                format!("the user's message after `${}`", self.name),
+            ),
+        };
+        let body = self
+            .body
+            .replace("{{code}}", &format!("{invoke}code"))
+            .replace("{{outcome}}", &format!("{invoke}outcome"))
+            .replace("{{arguments}}", &arguments);
+        format!("{header}{body}")
+    }
+}
+
+/// Where each client finds the procedures, for the user.
+pub fn where_procedures_are() -> String {
+    let list = |client: Client, sigil: &str| {
+        PROCEDURES.iter().map(|p| format!("{sigil}{} ({})", p.name, p.path(client))).collect::<Vec<_>>().join(", ")
+    };
+    format!(
+        "Claude Code: {}. Codex: {} (type $ or /skills to use them). Restart the agent to load them.",
+        list(Client::ClaudeCode, "/"),
+        list(Client::Codex, "$")
+    )
+}
+
+/// (path, content) of every file init owns.
+fn owned_files() -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> =
+        STATIC_FILES.iter().map(|(p, c)| ((*p).to_owned(), (*c).to_owned())).collect();
+    for p in PROCEDURES {
+        for client in [Client::ClaudeCode, Client::Codex] {
+            files.push((p.path(client), p.render(client)));
+        }
+    }
+    files
+}
+
+const STATIC_FILES: &[(&str, &str)] = &[
+    (".code-intel/config.json", include_str!("../templates/init/config.json")),
+    (".code-intel/context.yml", include_str!("../templates/init/context.yml")),
+    (".code-intel/phase_contract.yml", include_str!("../templates/init/phase_contract.yml")),
+    (".code-intel/task_planning.md", include_str!("../templates/init/task_planning.md")),
+    (".code-intel/user_escalation.md", include_str!("../templates/init/user_escalation.md")),
+    (".code-intel/verifiers/tests.md", include_str!("../templates/init/verifiers/tests.md")),
+    (".code-intel/verifiers/build_and_lint.md", include_str!("../templates/init/verifiers/build_and_lint.md")),
+    (".code-intel/interventions/step_back.md", include_str!("../templates/init/interventions/step_back.md")),
+    (
+        ".code-intel/interventions/reproduce_first.md",
+        include_str!("../templates/init/interventions/reproduce_first.md"),
+    ),
+    (
+        ".code-intel/review_prompts/garbage_detection.md",
+        include_str!("../templates/init/review_prompts/garbage_detection.md"),
+    ),
+    (
+        ".code-intel/review_prompts/quality_review.md",
+        include_str!("../templates/init/review_prompts/quality_review.md"),
+    ),
+    (".code-intel/doc_research/default.md", include_str!("../templates/init/doc_research/default.md")),
+];
 
 const PRE_COMMIT_HOOK: &str = include_str!("../hooks/pre-commit");
 const HOOK_MARKER: &str = "git-code-intel pre-commit hook";
@@ -75,6 +162,7 @@ pub fn init(root: &Path, force: bool, share: bool) -> std::io::Result<Vec<FileRe
         std::fs::read(root.join(MANIFEST)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let mut report = Vec::new();
     for (rel, content) in owned_files() {
+        let rel = rel.as_str();
         let path = root.join(rel);
         let fingerprint = blake3::hash(content.as_bytes()).to_hex().to_string();
         let action = match std::fs::read(&path) {

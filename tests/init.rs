@@ -68,6 +68,9 @@ fn writes_everything_and_merges_what_the_user_has() {
         ".code-intel/review_prompts/quality_review.md",
         ".code-intel/doc_research/default.md",
         ".claude/commands/code.md",
+        ".claude/commands/outcome.md",
+        ".agents/skills/code/SKILL.md",
+        ".agents/skills/outcome/SKILL.md",
     ] {
         assert_eq!(action(&report, path), "created", "{path}");
         assert!(root.join(path).is_file(), "{path}");
@@ -265,4 +268,57 @@ fn the_contract_command_reports_what_the_lint_finds() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("phases.MERGE.instruction") && stderr.contains("finish_merge"), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("Call finish_merge() when done."));
+}
+
+/// The lines of a procedure that carry its flags (`| --flag |` table rows) and its steps
+/// (numbered and table rows of the flow), with the client's invocation sigil made neutral.
+fn flags_and_steps(text: &str, sigil: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| {
+            l.starts_with("| `-")
+                || l.starts_with("| ") && l.chars().nth(2).is_some_and(|c| c.is_ascii_digit())
+                || l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+        })
+        .map(|l| {
+            l.replace("`$ARGUMENTS`", "<arguments>")
+                .replace(&format!("{sigil}code"), "<code>")
+                .replace(&format!("{sigil}outcome"), "<outcome>")
+                .replace("the user's message after `<code>`", "<arguments>")
+                .replace("the user's message after `<outcome>`", "<arguments>")
+        })
+        .collect()
+}
+
+#[test]
+fn codex_and_claude_code_get_the_same_procedures() {
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("$code (.agents/skills/code/SKILL.md)")
+            && said.contains("/outcome (.claude/commands/outcome.md)"),
+        "init says where: {said}"
+    );
+    for name in ["code", "outcome"] {
+        let claude = std::fs::read_to_string(root.join(format!(".claude/commands/{name}.md"))).unwrap();
+        let codex = std::fs::read_to_string(root.join(format!(".agents/skills/{name}/SKILL.md"))).unwrap();
+        // Each in its client's format: Claude Code's command frontmatter, Codex's skill
+        // frontmatter (name and description are what Codex requires).
+        assert!(claude.starts_with("---\ndescription: ") && claude.contains("argument-hint: "), "{claude}");
+        assert!(codex.starts_with(&format!("---\nname: {name}\ndescription: ")), "{codex}");
+        assert!(claude.contains("$ARGUMENTS") && !codex.contains("$ARGUMENTS"), "arguments arrive differently");
+        let (a, b) = (flags_and_steps(&claude, "/"), flags_and_steps(&codex, "$"));
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "{name}: the same flags and steps");
+        // Nothing of one client leaks into the other.
+        assert!(!codex.contains(&format!("/{name} ")) && !claude.contains(&format!("${name} ")), "{name}");
+    }
+    let code = std::fs::read_to_string(root.join(".agents/skills/code/SKILL.md")).unwrap();
+    for must in ["--quick", "--no-doc-research", "--resume", "INVESTIGATE", "Recovery", "update_context", "$outcome"] {
+        assert!(code.contains(must), "the Codex procedure lacks {must}");
+    }
+    let outcome = std::fs::read_to_string(root.join(".claude/commands/outcome.md")).unwrap();
+    assert!(outcome.contains("record_outcome") && outcome.contains("success"), "{outcome}");
 }
