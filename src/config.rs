@@ -48,13 +48,65 @@ impl Default for Config {
     }
 }
 
+/// How the Forest cuts files into chunks (`chunk_strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkStrategy {
+    /// Functions, classes and the module code between them, from the syntax tree (`ast`).
+    Ast,
+    /// Fixed windows of lines, whatever the language (`lines`).
+    Lines,
+}
+
 impl Config {
+    /// `chunk_strategy`, or None when it names no strategy (`ast` and `lines` are known;
+    /// `fixed` and `window` mean `lines`).
+    pub fn chunking(&self) -> Option<ChunkStrategy> {
+        match self.chunk_strategy.trim().to_ascii_lowercase().as_str() {
+            "" | "ast" => Some(ChunkStrategy::Ast),
+            "lines" | "fixed" | "window" | "windows" => Some(ChunkStrategy::Lines),
+            _ => None,
+        }
+    }
+
+    /// The `source_dirs` that exist under `root`, `/`-separated without `./` or a trailing
+    /// `/`. Empty means the whole repository: when none is given, when one is `.`, or when
+    /// none of those given exists (a config written for another layout must not empty the
+    /// index).
+    pub fn source_prefixes(&self, root: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for dir in &self.source_dirs {
+            let d = dir.trim().replace('\\', "/");
+            let d = d.trim_start_matches("./").trim_end_matches('/');
+            if d.is_empty() || d == "." {
+                return Vec::new();
+            }
+            if root.join(d).is_dir() {
+                out.push(d.to_owned());
+            }
+        }
+        out
+    }
+
+    /// Whether `rel` is inside one of `prefixes` (everything is, when there are none).
+    pub fn in_source_dirs(prefixes: &[String], rel: &str) -> bool {
+        prefixes.is_empty()
+            || prefixes.iter().any(|p| rel.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with('/')))
+    }
+
     /// Reads the project's config; a missing file gives the defaults, a broken one gives the
     /// defaults and a warning naming the problem.
     pub fn load(repo_root: &Path) -> (Config, Option<String>) {
         let path = repo_root.join(CONFIG_PATH);
         match std::fs::read_to_string(&path) {
             Ok(text) => match serde_json::from_str::<Config>(&text) {
+                Ok(config) if config.chunking().is_none() => {
+                    let why = format!(
+                        "{}: chunk_strategy {:?} is neither \"ast\" nor \"lines\"; using \"ast\"",
+                        path.display(),
+                        config.chunk_strategy
+                    );
+                    (config, Some(why))
+                }
                 Ok(config) => (config, None),
                 Err(e) => (Config::default(), Some(format!("{}: {e}; using defaults", path.display()))),
             },
@@ -67,6 +119,26 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn source_dirs_that_exist_limit_the_index_and_none_means_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src/a")).unwrap();
+        let mut c = Config { source_dirs: vec!["./src/".into(), "lib".into()], ..Config::default() };
+        let p = c.source_prefixes(dir.path());
+        assert_eq!(p, vec!["src"]);
+        assert!(Config::in_source_dirs(&p, "src/a/b.rs") && !Config::in_source_dirs(&p, "srcx/b.rs"));
+        assert!(!Config::in_source_dirs(&p, "tests/t.rs"));
+        c.source_dirs = vec!["lib".into()];
+        assert!(c.source_prefixes(dir.path()).is_empty(), "none exists: everything");
+        c.source_dirs = vec!["src".into(), ".".into()];
+        assert!(c.source_prefixes(dir.path()).is_empty(), "`.` is everything");
+        assert_eq!(
+            Config { chunk_strategy: "Lines".into(), ..Config::default() }.chunking(),
+            Some(ChunkStrategy::Lines)
+        );
+        assert_eq!(Config { chunk_strategy: "tokens".into(), ..Config::default() }.chunking(), None);
+    }
 
     #[test]
     fn partial_config_keeps_defaults() {

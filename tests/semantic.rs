@@ -576,3 +576,48 @@ fn shutdown_during_a_sync_keeps_what_it_did() {
     assert!(changed < files, "the stopped sync's work was lost: {report}");
     assert!(forest["embedded"].as_u64().unwrap() < forest["chunks"].as_u64().unwrap(), "{report}");
 }
+
+/// `source_dirs` limits the symbol index and the Forest; `chunk_strategy: lines` cuts every
+/// file into line windows, and switching strategies rebuilds the Forest (issue 12).
+#[test]
+fn source_dirs_and_chunk_strategy_are_honoured() {
+    let repo = repo();
+    let root = repo.path();
+    let run = |args: &[&str]| -> Value {
+        let out = std::process::Command::new(BIN).args(args).current_dir(root).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let config = |json: &str| std::fs::write(root.join(".code-intel/config.json"), json).unwrap();
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    // The whole repository by default: the test file's function is defined.
+    let defs = run(&["--json", "find-definitions", "--symbol", "test_login"]);
+    assert_eq!(defs["definitions"].as_array().map(Vec::len), Some(1), "{defs}");
+
+    config(r#"{"source_dirs": ["src"], "sync_on_start": false}"#);
+    let report = run(&["--json", "index"]);
+    let defs = run(&["--json", "find-definitions", "--symbol", "test_login"]);
+    assert_eq!(defs["definitions"].as_array().map(Vec::len), Some(0), "tests/ is outside source_dirs: {defs}");
+    let defs = run(&["--json", "find-definitions", "--symbol", "invoice_total"]);
+    assert_eq!(defs["definitions"].as_array().map(Vec::len), Some(1), "{defs}");
+    let hits = run(&["--json", "semantic-search", "log in a user with a password", "--collection", "forest"]);
+    let files: Vec<&str> = hits["forest_hits"].as_array().unwrap().iter().filter_map(|h| h["file"].as_str()).collect();
+    assert!(!files.is_empty() && files.iter().all(|f| f.starts_with("src/")), "{files:?} ({report})");
+
+    config(r#"{"source_dirs": ["src"], "chunk_strategy": "lines", "sync_on_start": false}"#);
+    run(&["--json", "index"]);
+    // Files did not change, yet every chunk is a window now: a new strategy rebuilds the Forest.
+    let hits = run(&["--json", "semantic-search", "sum the amounts of an invoice", "--collection", "forest"]);
+    let ids: Vec<&str> =
+        hits["forest_hits"].as_array().unwrap().iter().filter_map(|h| h["chunk_id"].as_str()).collect();
+    assert!(!ids.is_empty() && ids.iter().all(|id| id.contains("#<lines>#")), "{ids:?}");
+
+    // An unknown strategy is named on stderr, and the AST chunker is used.
+    config(r#"{"chunk_strategy": "sentences", "sync_on_start": false}"#);
+    let out = std::process::Command::new(BIN).args(["--json", "index"]).current_dir(root).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("chunk_strategy"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

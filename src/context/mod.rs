@@ -127,7 +127,7 @@ impl ProjectContext {
             return self.named_sources.clone();
         }
         let found: Vec<String> =
-            DEFAULT_SOURCES.iter().filter(|s| root.join(s).is_file()).map(|s| (*s).to_owned()).collect();
+            DEFAULT_SOURCES.iter().filter(|s| source_file(root, s).is_some()).map(|s| (*s).to_owned()).collect();
         if found.is_empty() { vec![DEFAULT_SOURCES[0].to_owned()] } else { found }
     }
 }
@@ -137,9 +137,50 @@ pub fn fingerprint(path: &Path) -> Option<String> {
     std::fs::read(path).ok().map(|b| blake3::hash(&b).to_hex().to_string())
 }
 
+/// Where `rel` really is, symlinks resolved, when that is inside the repository at `root` and
+/// outside `.git`. None when it does not exist or leads elsewhere.
+fn real_path(root: &Path, rel: &str) -> Option<std::path::PathBuf> {
+    if !inside(rel) {
+        return None;
+    }
+    let root = root.canonicalize().ok()?;
+    let real = root.join(rel).canonicalize().ok()?;
+    let inner = real.strip_prefix(&root).ok()?;
+    (!inner.starts_with(".git")).then_some(real)
+}
+
+/// Source `rel`, when it is a regular file of the repository. A source that leads elsewhere is
+/// never read: a symlinked or `..` CLAUDE.md must not leak a file from outside.
+fn source_file(root: &Path, rel: &str) -> Option<std::path::PathBuf> {
+    real_path(root, rel).filter(|p| p.is_file())
+}
+
+/// The bytes of `real` (a path [`real_path`] resolved), without following a symlink put in its
+/// place since.
+fn read_real(real: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+    let mut bytes = Vec::new();
+    options.open(real).ok()?.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// The blake3 (hex) of source `rel`, when it is a file of the repository.
+fn source_fingerprint(root: &Path, rel: &str) -> Option<String> {
+    read_real(&source_file(root, rel)?).map(|b| blake3::hash(&b).to_hex().to_string())
+}
+
+/// Whether `rel` names something that exists outside the repository, or in `.git`.
+fn leads_outside(root: &Path, rel: &str) -> bool {
+    !inside(rel) || (std::fs::symlink_metadata(root.join(rel)).is_ok() && real_path(root, rel).is_none())
+}
+
 /// A source's text, cut at [`MAX_SOURCE_CHARS`] characters with a note.
 fn source_text(path: &Path) -> Option<String> {
-    let text = String::from_utf8_lossy(&std::fs::read(path).ok()?).into_owned();
+    let text = String::from_utf8_lossy(&read_real(path)?).into_owned();
     let total = text.chars().count();
     if total <= MAX_SOURCE_CHARS {
         return Some(text);
@@ -185,9 +226,10 @@ pub fn project_rules(root: &Path, contract: &Contract) -> ProjectRules {
         .sources(root)
         .into_iter()
         .map(|path| {
-            let now = fingerprint(&root.join(&path));
+            let real = source_file(root, &path);
+            let now = real.as_deref().and_then(read_real).map(|b| blake3::hash(&b).to_hex().to_string());
             let changed = now.as_ref().is_some_and(|h| cx.fingerprints.get(&path) != Some(h));
-            let content = changed.then(|| source_text(&root.join(&path))).flatten();
+            let content = real.filter(|_| changed).and_then(|p| source_text(&p));
             RuleSource { exists: now.is_some(), changed, path, content }
         })
         .collect();
@@ -259,7 +301,7 @@ pub fn update_context(
         Some(list) => {
             let list: Vec<String> =
                 list.iter().map(|s| s.trim().trim_start_matches("./").to_owned()).filter(|s| !s.is_empty()).collect();
-            if let Some(bad) = list.iter().find(|s| !inside(s)) {
+            if let Some(bad) = list.iter().find(|s| leads_outside(root, s)) {
                 return Err(UpdateError::Argument("sources", format!("{bad} is not a path inside the repository")));
             }
             list
@@ -267,7 +309,7 @@ pub fn update_context(
         None => cx.sources(root),
     };
     let fingerprints: BTreeMap<String, String> =
-        sources.iter().filter_map(|s| fingerprint(&root.join(s)).map(|h| (s.clone(), h))).collect();
+        sources.iter().filter_map(|s| source_fingerprint(root, s).map(|h| (s.clone(), h))).collect();
     let block = rules_block(&sources, summary, &fingerprints);
     let updated = replace_top_level_block(&text, "project_rules", &block);
     // What was written must read back as written, and leave every other key alone.
@@ -464,6 +506,27 @@ mod tests {
         assert!(matches!(update_context(root, "DO: x", None, TEMPLATE), Err(UpdateError::File(_))));
         assert_eq!(std::fs::read_to_string(root.join(CONTEXT_FILE)).unwrap(), "project_rules: [unclosed\n");
         std::fs::write(root.join(CONTEXT_FILE), &before).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn sources_that_lead_outside_are_never_read() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.md"), "OUTSIDE-SECRET").unwrap();
+        let dir = repo();
+        let root = dir.path();
+        std::os::unix::fs::symlink(outside.path().join("secret.md"), root.join("CLAUDE.md")).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/config"), "[remote] url = secret").unwrap();
+        let named = "project_rules:\n  source: [\"CLAUDE.md\", \"../x.md\", \".git/config\"]\n";
+        std::fs::write(root.join(CONTEXT_FILE), named).unwrap();
+        let rules = project_rules(root, &Contract::builtin());
+        assert!(!format!("{rules:?}").contains("SECRET") && !format!("{rules:?}").contains("remote"), "{rules:?}");
+        assert!(rules.sources.iter().all(|s| !s.exists && !s.changed), "{rules:?}");
+        for bad in ["CLAUDE.md", ".git/config", "../x.md"] {
+            let r = update_context(root, "DO: x", Some(vec![bad.into()]), TEMPLATE);
+            assert!(matches!(r, Err(UpdateError::Argument("sources", _))), "{bad}: {r:?}");
+        }
     }
 
     #[test]

@@ -50,8 +50,13 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
             return (previous, RefreshReport::default());
         }
     };
-    let candidates: Vec<(WalkedFile, Lang)> =
-        walk.files.into_iter().filter_map(|f| Lang::detect(f.rel.as_ref()).map(|l| (f, l))).collect();
+    let sources = config.source_prefixes(repo.root());
+    let candidates: Vec<(WalkedFile, Lang)> = walk
+        .files
+        .into_iter()
+        .filter(|f| Config::in_source_dirs(&sources, &f.rel))
+        .filter_map(|f| Lang::detect(f.rel.as_ref()).map(|l| (f, l)))
+        .collect();
 
     tracing::debug!("index walk: {} candidates in {:?}", candidates.len(), started.elapsed());
     let old_files = previous.into_files();

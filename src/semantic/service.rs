@@ -32,7 +32,11 @@ pub fn sync_wait() -> Duration {
 /// The model, ready: the embedder and what its vectors are stored with.
 pub struct Loaded {
     pub embedder: Embedder,
+    /// The model's: what cached vectors are keyed with.
     pub fingerprint: [u8; 32],
+    /// The model's and the chunking's (`chunk_strategy`, `chunk_max_tokens`): a Forest made
+    /// with another is rebuilt (from the cache, so nothing unchanged is embedded again).
+    pub forest_fingerprint: [u8; 32],
     pub forest: RwLock<Forest>,
     pub cache: Mutex<EmbeddingCache>,
 }
@@ -65,6 +69,8 @@ pub struct Semantic {
     /// The Map's ref store, opened on first use (not on every search).
     map_store: OnceLock<Result<MapStore, String>>,
     last_sync: Mutex<Option<Result<SyncReport, String>>>,
+    /// How files are cut into chunks, as the Forest's fingerprint records it.
+    chunking: String,
 }
 
 /// Resolves `embedding_model`: `CODE_INTEL_MODEL_DIR` wins; a path to a directory (absolute or
@@ -87,6 +93,11 @@ impl Semantic {
         Semantic {
             root: root.to_path_buf(),
             model_dir: resolve_model_dir(root, &config.embedding_model),
+            chunking: format!(
+                "{:?}:{}",
+                config.chunking().unwrap_or(crate::config::ChunkStrategy::Ast),
+                config.chunk_max_tokens.max(32)
+            ),
             loaded: OnceLock::new(),
             sync_lock: Arc::new(Mutex::new(())),
             progress: Arc::new(Progress::default()),
@@ -117,14 +128,17 @@ impl Semantic {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         let embedder = Embedder::load(&dir, threads)?;
         let fingerprint = model_fingerprint(&dir);
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&fingerprint).update(self.chunking.as_bytes());
+        let forest_fingerprint = *hasher.finalize().as_bytes();
         let dim = embedder.dimension as u32;
         let vector_error = |e: super::vectors::VectorError| EmbedError::Failed(e.to_string());
-        let forest = match Forest::load(&self.root, fingerprint, dim) {
+        let forest = match Forest::load(&self.root, forest_fingerprint, dim) {
             Some(f) => f,
-            None => Forest::new(fingerprint, dim).map_err(vector_error)?,
+            None => Forest::new(forest_fingerprint, dim).map_err(vector_error)?,
         };
         let cache = EmbeddingCache::open(&forest_dir(&self.root).join("embeddings.bin"), fingerprint, dim as usize);
-        Ok(Loaded { embedder, fingerprint, forest: RwLock::new(forest), cache: Mutex::new(cache) })
+        Ok(Loaded { embedder, fingerprint, forest_fingerprint, forest: RwLock::new(forest), cache: Mutex::new(cache) })
     }
 
     pub fn is_syncing(&self) -> bool {
@@ -279,7 +293,7 @@ fn run_sync(
     progress.running.store(true, Ordering::SeqCst);
     let result = (|| {
         if rebuild {
-            let fresh = Forest::new(loaded.fingerprint, loaded.embedder.dimension as u32)?;
+            let fresh = Forest::new(loaded.forest_fingerprint, loaded.embedder.dimension as u32)?;
             *loaded.forest.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         }
         let cx = SyncContext {

@@ -107,8 +107,14 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
     let mut report = SyncReport::default();
     let walked = walk::walk(cx.repo, cx.config, cx.repo.root(), &WalkOptions::default())
         .map_err(|e| SyncError::Walk(e.to_string()))?;
-    let candidates: Vec<walk::WalkedFile> = walked.files.into_iter().filter(|f| covers(&f.rel)).collect();
+    let sources = cx.config.source_prefixes(cx.repo.root());
+    let candidates: Vec<walk::WalkedFile> = walked
+        .files
+        .into_iter()
+        .filter(|f| covers(&f.rel) && crate::config::Config::in_source_dirs(&sources, &f.rel))
+        .collect();
     let max_tokens = (cx.config.chunk_max_tokens as usize).max(32);
+    let by_syntax = cx.config.chunking() != Some(crate::config::ChunkStrategy::Lines);
 
     // What to read again, what is gone, and the old fingerprints to compare with: one read of
     // the Forest.
@@ -136,7 +142,7 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
                 return Scan::Touch(f.rel.clone(), f.mtime_ns);
             }
             let source = String::from_utf8_lossy(&bytes);
-            let lang = Lang::detect(Path::new(&f.rel));
+            let lang = Lang::detect(Path::new(&f.rel)).filter(|_| by_syntax);
             let syntax = lang.map(|l| (l, crate::syntax::extract(l, &bytes)));
             let chunks = chunk_file(&f.rel, &source, syntax.as_ref().map(|(l, s)| (*l, s)), max_tokens)
                 .into_iter()
