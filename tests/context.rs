@@ -210,3 +210,28 @@ async fn document_research_is_skipped_when_disabled_or_when_there_is_nothing_to_
     let note = started["project_rules"]["note"].as_str().unwrap_or_default();
     assert!(note.contains(".code-intel/context.yml could not be read"), "{started}");
 }
+
+/// The new messages come from the phase contract: a project's override rewords them.
+#[tokio::test]
+async fn a_project_can_reword_the_context_messages() {
+    let repo = with_documents();
+    let root = repo.path();
+    std::fs::write(root.join("CLAUDE.md"), format!("- {RULE}\n")).unwrap();
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    std::fs::write(
+        root.join(".code-intel/phase_contract.yml"),
+        "session_messages:\n  project_rules_stale:\n    message: \"Regle changee: {files}. Appelez update_context.\"\n\
+         failures:\n  DOCUMENT_RESEARCH:\n    must_read_not_reviewed:\n      message: \"A lire d'abord: {files}.\"\n",
+    )
+    .unwrap();
+    let client = connect(root).await;
+    let started = ok(&client, "start_session", start(QUERY)).await;
+    assert_eq!(started["project_rules"]["note"], "Regle changee: CLAUDE.md. Appelez update_context.");
+    let refused = err(
+        &client,
+        "submit_phase",
+        json!({"data": {"documents_reviewed": ["docs/style.md"], "tools_used": [], "summary": "s"}}),
+    )
+    .await;
+    assert_eq!(refused["message"], "A lire d'abord: docs/auth.md.");
+}
