@@ -986,8 +986,14 @@ fn invalid(ws: &Workspace, name: &str, why: &str) -> SessionError {
 
 /// The documents to read, when `response` is DOCUMENT_RESEARCH's.
 fn documents_for(ws: &Workspace, response: &PhaseResponse, query: &str) -> Option<DocumentResearch> {
-    (response.phase == Phase::DocumentResearch.name())
-        .then(|| context::docs::research(&ws.repo, &ws.config, &ProjectContext::load(ws.repo.root()), query))
+    (response.phase == Phase::DocumentResearch.name()).then(|| research(ws, query))
+}
+
+/// DOCUMENT_RESEARCH's ranking: BM25, plus the embedding model when one is installed.
+fn research(ws: &Workspace, query: &str) -> DocumentResearch {
+    let embed = |texts: &[String]| ws.semantic.embed_texts(texts).ok();
+    let embed: Option<context::docs::Embed> = ws.semantic.available().then_some(&embed);
+    context::docs::research(&ws.repo, &ws.config, &ProjectContext::load(ws.repo.root()), query, embed)
 }
 
 /// DOCUMENT_RESEARCH's facts: which reviewed documents do not exist, and what must_read named.
@@ -1003,6 +1009,6 @@ fn document_facts(ws: &Workspace, payload: &Payload, query: &str) -> Option<Docu
         })
         .cloned()
         .collect();
-    let research = context::docs::research(&ws.repo, &ws.config, &ProjectContext::load(ws.repo.root()), query);
+    let research = research(ws, query);
     Some(DocumentFacts { missing, must_read: research.must_read.into_iter().map(|m| m.path).collect() })
 }

@@ -235,3 +235,26 @@ async fn a_project_can_reword_the_context_messages() {
     .await;
     assert_eq!(refused["message"], "A lire d'abord: docs/auth.md.");
 }
+
+/// With the embedding model, a document that shares no word with the request but means the
+/// same is named too; the unrelated ones still are not. Needs `eval "$(bash scripts/model.sh)"`
+/// (scripts/test.sh does it).
+#[tokio::test]
+async fn with_the_model_a_document_is_found_by_meaning() {
+    let repo = with_documents();
+    let root = repo.path();
+    std::fs::write(
+        root.join("docs/credentials.md"),
+        "# Credential lifetime\n\nAccess keys stop working after an hour. Renew them early, while the old one still works.\n",
+    )
+    .unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "credentials"]);
+    let client = connect(root).await;
+    let started = ok(&client, "start_session", start(QUERY)).await;
+    let must_read: Vec<&str> =
+        started["documents"]["must_read"].as_array().unwrap().iter().filter_map(|d| d["path"].as_str()).collect();
+    assert_eq!(must_read, vec!["docs/auth.md", "docs/credentials.md"], "{}", started["documents"]);
+    let section = &started["documents"]["must_read"][1]["sections"][0];
+    assert_eq!(section["heading"], "Credential lifetime");
+}

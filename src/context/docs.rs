@@ -4,7 +4,8 @@
 //! Each is cut into sections at its Markdown headings; BM25 ranks the sections against the
 //! session's request (a heading counts twice, the file name once), and a document scores as its
 //! best section. `must_read` holds the best documents: at most [`MAX_MUST_READ`], each scoring
-//! at least half the best, with their matching sections.
+//! at least half the best, with their matching sections. With a model, the sections are also
+//! embedded and a document scores as its closest section too; see [`research`].
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use schemars::JsonSchema;
@@ -146,46 +147,124 @@ fn query_text(query: &str) -> String {
         .join(" ")
 }
 
-/// Ranks the candidates against `query`.
-pub fn research(repo: &Repo, config: &Config, cx: &ProjectContext, query: &str) -> DocumentResearch {
+/// Vectors for texts (the query first, then sections), from the embedding model; None when
+/// there is no model.
+pub type Embed<'a> = &'a dyn Fn(&[String]) -> Option<Vec<Vec<f32>>>;
+
+/// Sections embedded at most per research (the first ones of the lexically best documents):
+/// a first research over many documents must stay quick.
+pub const MAX_EMBEDDED_SECTIONS: usize = 128;
+/// A document is named on meaning alone when its best section is at least this similar to the
+/// request (cosine), and at least [`DENSE_SHARE`] of the best document's similarity.
+const DENSE_FLOOR: f32 = 0.25;
+const DENSE_SHARE: f32 = 0.6;
+/// Reciprocal-rank fusion constant.
+const RRF_K: f32 = 60.0;
+
+/// Ranks the candidates against `query`: BM25 over their sections, fused with the sections'
+/// similarity to the request when `embed` gives vectors.
+pub fn research(
+    repo: &Repo,
+    config: &Config,
+    cx: &ProjectContext,
+    query: &str,
+    embed: Option<Embed>,
+) -> DocumentResearch {
     let found = candidates(repo, config, cx);
     let mut bm = Bm25::default();
-    let mut index: Vec<(usize, Section)> = Vec::new(); // (document, section) by BM25 id
+    let mut index: Vec<(usize, Section, String)> = Vec::new(); // (document, section, text) by BM25 id
     for (d, rel) in found.iter().enumerate() {
         let Ok(text) = std::fs::read_to_string(repo.root().join(rel)) else { continue };
         let stem = rel.rsplit('/').next().unwrap_or(rel).rsplit_once('.').map_or(rel.as_str(), |(s, _)| s);
         for (section, body) in sections(rel, &text) {
             let id = index.len() as u64;
             bm.add(id, "", &format!("{stem}\n{h}\n{h}\n{body}", h = section.heading));
-            index.push((d, section));
+            // What a section is embedded as: the document, its heading and its text.
+            let embedded = format!("{rel}: {}\n{body}", section.heading);
+            index.push((d, section, embedded));
         }
     }
     let q = query_text(query);
     let ranked = if q.is_empty() { Vec::new() } else { bm.search(&q, index.len()) };
-    // Best section score per document, in rank order.
-    let mut docs: Vec<(usize, f32, Vec<&Section>)> = Vec::new();
-    for (id, score) in ranked.iter().filter(|(_, s)| *s > 0.0) {
-        let (d, section) = &index[*id as usize];
-        match docs.iter_mut().find(|(doc, _, _)| doc == d) {
-            Some((_, _, secs)) => {
-                if secs.len() < MAX_SECTIONS {
-                    secs.push(section);
-                }
-            }
-            None => docs.push((*d, *score, vec![section])),
+    // Per document: best lexical score, best dense score, and the sections that matched.
+    let mut lexical: Vec<(usize, f32)> = Vec::new();
+    let mut matched: Vec<Vec<usize>> = vec![Vec::new(); found.len()];
+    for &(id, score) in ranked.iter().filter(|(_, s)| *s > 0.0) {
+        let d = index[id as usize].0;
+        if !lexical.iter().any(|(doc, _)| *doc == d) {
+            lexical.push((d, score));
+        }
+        if matched[d].len() < MAX_SECTIONS {
+            matched[d].push(id as usize);
         }
     }
-    let best = docs.first().map_or(0.0, |d| d.1);
-    let must_read = docs
+    let dense = embed.and_then(|embed| dense_ranking(&index, &lexical, query, embed)).unwrap_or_default();
+    let best_lexical = lexical.first().map_or(0.0, |d| d.1);
+    let best_dense = dense.first().map_or(0.0, |d| d.1);
+    let mut chosen: Vec<(usize, f32)> = Vec::new(); // (document, fused score)
+    let rank_in = |list: &[(usize, f32)], d: usize| list.iter().position(|(doc, _)| *doc == d);
+    for d in 0..found.len() {
+        let by_words = lexical.iter().any(|&(doc, s)| doc == d && s >= best_lexical * SHARE_OF_BEST);
+        let by_meaning = dense.iter().any(|&(doc, s, _)| doc == d && s >= DENSE_FLOOR.max(best_dense * DENSE_SHARE));
+        if !(by_words || by_meaning) {
+            continue;
+        }
+        let fused: f32 = [rank_in(&lexical, d), dense.iter().position(|(doc, _, _)| *doc == d)]
+            .into_iter()
+            .flatten()
+            .map(|r| 1.0 / (RRF_K + r as f32 + 1.0))
+            .sum();
+        chosen.push((d, fused));
+    }
+    chosen.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let must_read = chosen
         .into_iter()
-        .filter(|(_, score, _)| *score >= best * SHARE_OF_BEST)
         .take(MAX_MUST_READ)
-        .map(|(d, score, mut secs)| {
+        .map(|(d, fused)| {
+            let mut ids = matched[d].clone();
+            if let Some(&(_, _, best)) = dense.iter().find(|(doc, _, _)| *doc == d)
+                && !ids.contains(&best)
+                && ids.len() < MAX_SECTIONS
+            {
+                ids.push(best);
+            }
+            let mut secs: Vec<Section> = ids.iter().map(|&i| index[i].1.clone()).collect();
             secs.sort_by_key(|s| s.start_line);
-            MustRead { path: found[d].clone(), sections: secs.into_iter().cloned().collect(), score }
+            MustRead { path: found[d].clone(), sections: secs, score: fused }
         })
         .collect();
     DocumentResearch { must_read, candidates: found.len(), docs_path: cx.docs_path.clone() }
+}
+
+/// Documents by their best section's similarity to `query`, best first: (document, cosine,
+/// that section). Sections of the lexically best documents are embedded first, up to
+/// [`MAX_EMBEDDED_SECTIONS`].
+fn dense_ranking(
+    index: &[(usize, Section, String)],
+    lexical: &[(usize, f32)],
+    query: &str,
+    embed: Embed,
+) -> Option<Vec<(usize, f32, usize)>> {
+    let mut order: Vec<usize> = (0..index.len()).collect();
+    let doc_rank = |d: usize| lexical.iter().position(|(doc, _)| *doc == d).unwrap_or(usize::MAX);
+    order.sort_by_key(|&i| (doc_rank(index[i].0), i));
+    order.truncate(MAX_EMBEDDED_SECTIONS);
+    let mut texts = vec![query.to_owned()];
+    texts.extend(order.iter().map(|&i| index[i].2.clone()));
+    let vectors = embed(&texts)?;
+    let (q, rest) = vectors.split_first()?;
+    let mut best: Vec<(usize, f32, usize)> = Vec::new();
+    for (&i, v) in order.iter().zip(rest) {
+        let score = crate::semantic::embed::cosine(q, v);
+        let d = index[i].0;
+        match best.iter_mut().find(|(doc, _, _)| *doc == d) {
+            Some(entry) if score > entry.1 => *entry = (d, score, i),
+            Some(_) => {}
+            None => best.push((d, score, i)),
+        }
+    }
+    best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Some(best)
 }
 
 #[cfg(test)]

@@ -71,6 +71,9 @@ pub struct Semantic {
     last_sync: Mutex<Option<Result<SyncReport, String>>>,
     /// How files are cut into chunks, as the Forest's fingerprint records it.
     chunking: String,
+    /// Vectors of texts embedded outside the Forest (documents' sections), by blake3 of the
+    /// text, for this process's lifetime.
+    text_vectors: Mutex<std::collections::HashMap<super::cache::Key, Vec<f32>>>,
 }
 
 /// Resolves `embedding_model`: `CODE_INTEL_MODEL_DIR` wins; a path to a directory (absolute or
@@ -104,6 +107,7 @@ impl Semantic {
             synced_generation: AtomicU64::new(u64::MAX),
             map: Mutex::new(MapIndex::default()),
             map_store: OnceLock::new(),
+            text_vectors: Mutex::new(std::collections::HashMap::new()),
             last_sync: Mutex::new(None),
         }
     }
@@ -274,6 +278,27 @@ impl Semantic {
             .into_iter()
             .filter_map(|(i, score)| map.entries.get(i as usize).map(|e| MapHit { entry: e.clone(), score }))
             .collect())
+    }
+
+    /// Vectors for `texts`, in order: those seen before from memory, the rest embedded now (as
+    /// batch work, which lets a waiting query go first). Loads the model on first use.
+    pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let loaded = self.loaded()?;
+        let keys: Vec<super::cache::Key> = texts.iter().map(|t| super::cache::key_of(t)).collect();
+        let missing: Vec<usize> = {
+            let known = self.text_vectors.lock().unwrap_or_else(|p| p.into_inner());
+            (0..texts.len()).filter(|&i| !known.contains_key(&keys[i])).collect()
+        };
+        if !missing.is_empty() {
+            let batch: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
+            let vectors = loaded.embedder.embed(&batch)?;
+            let mut known = self.text_vectors.lock().unwrap_or_else(|p| p.into_inner());
+            for (&i, v) in missing.iter().zip(vectors) {
+                known.insert(keys[i], v);
+            }
+        }
+        let known = self.text_vectors.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(keys.iter().map(|k| known.get(k).cloned().unwrap_or_default()).collect())
     }
 
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
