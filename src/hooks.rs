@@ -203,9 +203,10 @@ pub fn session_start(ws: &Workspace) -> Option<String> {
     }
     let rules = crate::context::project_rules(ws.repo.root(), &ws.contract);
     if !rules.summary.is_empty() {
-        let from: Vec<&str> = rules.sources.iter().filter(|s| s.exists).map(|s| s.path.as_str()).collect();
-        let from = if from.is_empty() { String::new() } else { format!(" (from {})", from.join(", ")) };
-        out.push_str(&format!("Project rules{from}, keep to them:\n{}\n", rules.summary));
+        let from: Vec<&str> = rules.sources.iter().map(|s| s.path.as_str()).collect();
+        let header =
+            ws.contract.message(&crate::contract::catalogue::PROJECT_RULES_HEADER, &[("sources", &from.join(", "))]);
+        out.push_str(&format!("{header}\n{}\n", rules.summary));
     }
     if let Some(note) = rules.note {
         out.push_str(&format!("{note}\n"));

@@ -78,7 +78,7 @@ async fn the_project_rules_reach_the_agent_and_go_stale_when_claude_md_changes()
     let (code, out) =
         cli(root, &["hook", "claude-session-start"], r#"{"hook_event_name":"SessionStart","source":"compact"}"#);
     assert_eq!(code, 0);
-    assert!(out.contains("Project rules (from CLAUDE.md)") && out.contains(RULE), "{out}");
+    assert!(out.contains("Project rules (from CLAUDE.md); keep to them") && out.contains(RULE), "{out}");
 
     // CLAUDE.md changes: the next session says the rules are stale.
     client.cancel().await.unwrap();
