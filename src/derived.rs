@@ -15,10 +15,21 @@ use serde::de::DeserializeOwned;
 pub fn ensure_ignored_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let ignore = dir.join(".gitignore");
-    if !ignore.exists() {
-        std::fs::write(&ignore, "# Derived data of git-code-intel; rebuilt on demand.\n*\n")?;
+    if ignore.exists() {
+        return Ok(());
     }
-    Ok(())
+    const TEXT: &str = "# Derived data of git-code-intel; rebuilt on demand.\n*\n";
+    // Written whole, then renamed into place, from inside `.git` where `git status` does not
+    // look: written in place, the file would show as untracked while it is still empty.
+    let git_dir = dir.ancestors().map(|a| a.join(".git")).find(|g| g.is_dir());
+    if let Some(git_dir) = git_dir {
+        let tmp = git_dir.join(format!("code-intel-gitignore.tmp.{}", std::process::id()));
+        if std::fs::write(&tmp, TEXT).is_ok() && std::fs::rename(&tmp, &ignore).is_ok() {
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(&tmp);
+    }
+    std::fs::write(&ignore, TEXT)
 }
 
 /// The decoded body, or None when the magic or the checksum is wrong or the body does not parse.

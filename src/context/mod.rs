@@ -94,8 +94,7 @@ pub struct ProjectContext {
 
 impl ProjectContext {
     pub fn load(root: &Path) -> ProjectContext {
-        let path = root.join(CONTEXT_FILE);
-        let (raw, exists, error) = match std::fs::read_to_string(&path) {
+        let (raw, exists, error) = match read_context(root) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Raw::default(), false, None),
             Err(e) => (Raw::default(), true, Some(e.to_string())),
             Ok(text) if text.trim().is_empty() => (Raw::default(), true, None),
@@ -284,7 +283,7 @@ pub fn update_context(
         ));
     }
     let path = root.join(CONTEXT_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match read_context(root) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => template.to_owned(),
         Err(e) => return Err(UpdateError::File(format!("{CONTEXT_FILE}: {e}"))),
@@ -340,6 +339,18 @@ impl ProjectContext {
         let raw: Raw = serde_yaml::from_str(text).ok()?;
         Some(raw.project_rules?.summary?.trim_end().to_owned())
     }
+}
+
+/// The text of `.code-intel/context.yml`, read only when it is a file of the repository: a
+/// context file that is a link to somewhere else is an error, not a source of rules.
+fn read_context(root: &Path) -> std::io::Result<String> {
+    if std::fs::symlink_metadata(root.join(CONTEXT_FILE)).is_err() {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no context file"));
+    }
+    let bytes = source_file(root, CONTEXT_FILE)
+        .and_then(|p| read_real(&p))
+        .ok_or_else(|| std::io::Error::other("it is not a file of the repository (a link to somewhere else?)"))?;
+    String::from_utf8(bytes).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// A relative path that stays inside the repository.
@@ -527,6 +538,15 @@ mod tests {
             let r = update_context(root, "DO: x", Some(vec![bad.into()]), TEMPLATE);
             assert!(matches!(r, Err(UpdateError::Argument("sources", _))), "{bad}: {r:?}");
         }
+        // A context file that links outside is not read either.
+        std::fs::remove_file(root.join(CONTEXT_FILE)).unwrap();
+        std::fs::write(outside.path().join("ctx.yml"), "project_rules:\n  summary: OUTSIDE-SECRET\n").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("ctx.yml"), root.join(CONTEXT_FILE)).unwrap();
+        let rules = project_rules(root, &Contract::builtin());
+        assert!(!rules.summary.contains("SECRET") && rules.note.is_some(), "{rules:?}");
+        // update_context does not write through it, and says why.
+        let r = update_context(root, "DO: x", None, TEMPLATE);
+        assert!(matches!(&r, Err(UpdateError::File(why)) if why.contains("not a file of the repository")), "{r:?}");
     }
 
     #[test]
