@@ -12,6 +12,7 @@ use git_code_intel::config::Config;
 use git_code_intel::lang::Lang;
 use git_code_intel::repo::Repo;
 use git_code_intel::semantic::chunk::chunk_file;
+use git_code_intel::semantic::embed::{DEFAULT_MODEL, FP32_MODEL, named_model_dir};
 use git_code_intel::semantic::forest::{Forest, StoredChunk, embedding_text, key_of};
 use git_code_intel::semantic::service::Semantic;
 use git_code_intel::{syntax, walk};
@@ -121,6 +122,26 @@ pub fn run(corpus: &Path) {
     println!(
         "peak RSS: {rss_before:.0} MB with the model loaded, {rss_after:.0} MB after indexing (embedding in slices of 128 chunks), {:.0} MB after bare fastembed too",
         peak_rss_mb()
+    );
+
+    println!("\n## semantic: int8 (the default) against fp32, the same pipeline on the same crate");
+    println!("| model | chunks/s | model.onnx |");
+    println!("|---|---|---|");
+    for model in [DEFAULT_MODEL, FP32_MODEL] {
+        let root = crate_repo(corpus, "similar");
+        let config = Config { embedding_model: model.into(), ..Config::default() };
+        let repo = Repo::at(&root).unwrap();
+        let semantic = Semantic::new(&root, &config);
+        semantic.loaded().expect("model (run scripts/model.sh)");
+        let t = Instant::now();
+        let report = semantic.sync_now(&repo, &config, false, 0, &|_, _| {}).unwrap();
+        let size = named_model_dir(model)
+            .and_then(|d| std::fs::metadata(d.join("model.onnx")).ok())
+            .map_or(0.0, |m| m.len() as f64 / 1e6);
+        println!("| {model} | {:.1} | {size:.1} MB |", report.chunks as f64 / t.elapsed().as_secs_f64());
+    }
+    println!(
+        "(recall@5 of both: `cargo test --release --test retrieval_quality -- --nocapture`, which scripts/bench.sh runs)"
     );
 
     println!("\n## semantic: incremental sync of one modified file, model warm");

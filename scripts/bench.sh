@@ -13,3 +13,5 @@ rm -rf "$corpus" && mkdir -p "$corpus"
 cp -a "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/. "$corpus"/
 cargo build --release --locked --bin git-code-intel --bin code-intel-bench
 "$CARGO_TARGET_DIR/release/code-intel-bench" "$CARGO_TARGET_DIR/release/git-code-intel" "$corpus"
+# recall@5 of the int8 and fp32 models on the labelled queries, next to the throughput above.
+cargo test --release --locked --test retrieval_quality -- --nocapture 2>&1 | grep 'recall@'

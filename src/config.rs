@@ -34,7 +34,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             version: "1.0".into(),
-            embedding_model: "all-MiniLM-L6-v2".into(),
+            embedding_model: crate::semantic::embed::DEFAULT_MODEL.into(),
             source_dirs: Vec::new(),
             exclude_patterns: vec!["**/node_modules/**".into(), "**/__pycache__/**".into()],
             chunk_strategy: "ast".into(),

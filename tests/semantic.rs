@@ -9,6 +9,7 @@ use std::path::Path;
 
 use common::git;
 use common::mcp_client::{BIN, Client, call, connect, connect_with_env, structured};
+use git_code_intel::semantic::embed::{DEFAULT_MODEL, FP32_MODEL, default_model_dir};
 use serde_json::{Value, json};
 
 const BILLING: &str = r#""""Invoices."""
@@ -194,11 +195,21 @@ async fn forest_follows_edits_and_deletes_and_rebuild_gives_the_same_results() {
 async fn embedding_model_in_the_config_names_a_directory_or_a_cached_model() {
     let repo = repo();
     let root = repo.path();
-    let model_dir = std::env::var("CODE_INTEL_MODEL_DIR").expect("scripts/test.sh exports CODE_INTEL_MODEL_DIR");
+    let model_dir = default_model_dir().expect("HOME is set");
     std::fs::create_dir_all(root.join(".code-intel")).unwrap();
     // A directory given in the config is used (CODE_INTEL_MODEL_DIR unset for this server).
     std::fs::write(root.join(".code-intel/config.json"), json!({"embedding_model": model_dir}).to_string()).unwrap();
     let client = connect_with_env(root, &[("CODE_INTEL_MODEL_DIR", "")]).await;
+    assert_eq!(forest(&client, "area of a circle").await[0]["symbol"], "Circle::area");
+    let report = ok(&client, "sync_index", json!({})).await;
+    assert_eq!(report["model"], DEFAULT_MODEL.to_lowercase(), "{report}");
+    client.cancel().await.unwrap();
+    // The fp32 model by its name, from the cache scripts/model.sh fills: the Forest made with
+    // the int8 model is not reused for it (another model, another fingerprint).
+    std::fs::write(root.join(".code-intel/config.json"), json!({"embedding_model": FP32_MODEL}).to_string()).unwrap();
+    let client = connect_with_env(root, &[("CODE_INTEL_MODEL_DIR", "")]).await;
+    let report = ok(&client, "sync_index", json!({})).await;
+    assert_eq!(report["model"], FP32_MODEL.to_lowercase(), "{report}");
     assert_eq!(forest(&client, "area of a circle").await[0]["symbol"], "Circle::area");
     client.cancel().await.unwrap();
     // A name with no model in the cache: a clear error naming where it looked and the fix.

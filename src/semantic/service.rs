@@ -32,6 +32,8 @@ pub fn sync_wait() -> Duration {
 /// The model, ready: the embedder and what its vectors are stored with.
 pub struct Loaded {
     pub embedder: Embedder,
+    /// The model directory's name (`all-minilm-l6-v2-int8`), as reports show it.
+    pub model: String,
     /// The model's: what cached vectors are keyed with.
     pub fingerprint: [u8; 32],
     /// The model's and the chunking's (`chunk_strategy`, `chunk_max_tokens`): a Forest made
@@ -78,7 +80,7 @@ pub struct Semantic {
 
 /// Resolves `embedding_model`: `CODE_INTEL_MODEL_DIR` wins; a path to a directory (absolute or
 /// relative to the repository) is used as it is; a name is looked up in the model cache that
-/// `scripts/model.sh` fills (`~/.cache/git-code-intel/model/<name, lower-cased>`).
+/// `scripts/model.sh` fills ([`super::embed::named_model_dir`]).
 pub fn resolve_model_dir(root: &Path, name: &str) -> Result<PathBuf, EmbedError> {
     if let Some(dir) = std::env::var_os("CODE_INTEL_MODEL_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir));
@@ -87,8 +89,7 @@ pub fn resolve_model_dir(root: &Path, name: &str) -> Result<PathBuf, EmbedError>
     if !name.is_empty() && as_path.is_dir() {
         return Ok(as_path);
     }
-    let home = std::env::var_os("HOME").ok_or_else(|| EmbedError::ModelMissing(format!("{name} (HOME is not set)")))?;
-    Ok(PathBuf::from(home).join(".cache/git-code-intel/model").join(name.to_lowercase()))
+    super::embed::named_model_dir(name).ok_or_else(|| EmbedError::ModelMissing(format!("{name} (HOME is not set)")))
 }
 
 impl Semantic {
@@ -142,7 +143,15 @@ impl Semantic {
             None => Forest::new(forest_fingerprint, dim).map_err(vector_error)?,
         };
         let cache = EmbeddingCache::open(&forest_dir(&self.root).join("embeddings.bin"), fingerprint, dim as usize);
-        Ok(Loaded { embedder, fingerprint, forest_fingerprint, forest: RwLock::new(forest), cache: Mutex::new(cache) })
+        let model = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+        Ok(Loaded {
+            embedder,
+            model,
+            fingerprint,
+            forest_fingerprint,
+            forest: RwLock::new(forest),
+            cache: Mutex::new(cache),
+        })
     }
 
     pub fn is_syncing(&self) -> bool {
@@ -331,6 +340,7 @@ fn run_sync(
         };
         let mut report = sync::sync(&cx, on_slice)?;
         report.rebuilt = rebuild;
+        report.model.clone_from(&loaded.model);
         Ok(report)
     })();
     progress.running.store(false, Ordering::SeqCst);

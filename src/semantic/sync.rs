@@ -56,6 +56,8 @@ pub struct SyncReport {
     /// The Forest was discarded and rebuilt (`--rebuild`, or an unreadable index).
     pub rebuilt: bool,
     pub elapsed_ms: u64,
+    /// The embedding model the Forest is made with (its directory's name).
+    pub model: String,
 }
 
 /// A running sync's progress, readable while it runs.
