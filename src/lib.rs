@@ -10,6 +10,7 @@ pub mod engine;
 pub mod garbage;
 pub mod gitlog;
 pub mod gitstore;
+pub mod history;
 pub mod hooks;
 pub mod index;
 pub mod init;

@@ -6,11 +6,11 @@
 //! server whose watcher could not start, checks the work tree on every lookup instead.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::config::Config;
 use crate::contract::{Contract, ContractMessage};
-use crate::index::refresh::{self, RefreshReport};
+use crate::index::refresh::{self, Lookup, RefreshReport};
 use crate::index::{SymbolIndex, store};
 use crate::repo::Repo;
 use crate::watch::TreeWatcher;
@@ -19,10 +19,18 @@ pub struct Workspace {
     pub repo: Repo,
     pub config: Config,
     pub contract: Contract,
-    index: Mutex<IndexState>,
+    index: Arc<SharedIndex>,
     watch: bool,
     /// Semantic search: the model, the Forest and the Map's vectors.
     pub semantic: std::sync::Arc<crate::semantic::service::Semantic>,
+}
+
+/// The index state, shared with the thread that builds the index in the background.
+#[derive(Default)]
+struct SharedIndex {
+    state: Mutex<IndexState>,
+    /// Signalled when a background build has installed the index.
+    built: Condvar,
 }
 
 #[derive(Default)]
@@ -32,10 +40,13 @@ struct IndexState {
     watcher: Option<TreeWatcher>,
     /// Counts the refreshes that changed the index (the Forest syncs when it moved).
     generation: u64,
+    /// A background thread is building the index from nothing.
+    building: bool,
 }
 
 impl Workspace {
-    /// Opens the repository at `root`. With `watch`, index freshness comes from a file watcher.
+    /// Opens the repository at `root`. With `watch` (the server), index freshness comes from a
+    /// file watcher, and a missing index is built in the background.
     pub fn open(root: &Path, watch: bool) -> std::io::Result<Workspace> {
         let repo = Repo::discover(root)?;
         let (config, config_warning) = Config::load(repo.root());
@@ -44,7 +55,7 @@ impl Workspace {
             tracing::warn!("{warning}");
         }
         let semantic = std::sync::Arc::new(crate::semantic::service::Semantic::new(repo.root(), &config));
-        Ok(Workspace { repo, config, contract, index: Mutex::new(IndexState::default()), watch, semantic })
+        Ok(Workspace { repo, config, contract, index: Arc::default(), watch, semantic })
     }
 
     /// The `{error, message}` of `tool_errors.query.<key>`.
@@ -52,9 +63,49 @@ impl Workspace {
         self.contract.error(key, vars)
     }
 
-    /// Runs `f` on an up-to-date symbol index, building it on first use.
+    /// True in the server: a missing index is built in the background.
+    pub fn builds_index_in_background(&self) -> bool {
+        self.watch
+    }
+
+    fn lock_index(&self) -> MutexGuard<'_, IndexState> {
+        self.index.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the whole, up-to-date symbol index, building it on first use.
     pub fn with_index<R>(&self, f: impl FnOnce(&SymbolIndex, &RefreshReport) -> R) -> R {
-        let mut state = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        self.with_index_for(&Lookup::All, f)
+    }
+
+    /// Runs `f` on an index that answers `lookup` exactly as the whole index would.
+    ///
+    /// With an index (in memory or on disk), that is the index, brought up to date. Without
+    /// one, a lookup that names what it needs is answered from the files that can matter
+    /// ([`refresh::refresh_subset`]; the report's `fast_path` says so), and the server starts
+    /// building the whole index in the background. A one-shot command does not build it then:
+    /// `git code-intel index` does.
+    pub fn with_index_for<R>(&self, lookup: &Lookup, f: impl FnOnce(&SymbolIndex, &RefreshReport) -> R) -> R {
+        let mut state = self.lock_index();
+        let mut stored = None;
+        if state.index.is_none() && !state.building {
+            stored = store::load(self.repo.root()).map(SymbolIndex::from_files);
+            if stored.is_none() && *lookup != Lookup::All {
+                self.start_background_build(&mut state);
+                drop(state);
+                let (index, report) = refresh::refresh_subset(&self.repo, &self.config, lookup);
+                return f(&index, &report);
+            }
+        }
+        if state.building {
+            if *lookup != Lookup::All {
+                drop(state);
+                let (index, report) = refresh::refresh_subset(&self.repo, &self.config, lookup);
+                return f(&index, &report);
+            }
+            while state.building {
+                state = self.index.built.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+        }
         let first_use = state.index.is_none();
         if first_use && self.watch {
             state.watcher = TreeWatcher::start();
@@ -65,10 +116,7 @@ impl Workspace {
                 _ => true,
             };
         if needs_refresh {
-            let previous = match state.index.take() {
-                Some(index) => index,
-                None => store::load(self.repo.root()).map(SymbolIndex::from_files).unwrap_or_default(),
-            };
+            let previous = state.index.take().or(stored).unwrap_or_default();
             self.refresh_into(&mut state, previous, false);
         }
         let state = &*state;
@@ -77,20 +125,59 @@ impl Workspace {
             None => f(&SymbolIndex::default(), &state.report),
         }
     }
+
+    /// In the server, builds the whole index on a background thread and installs it when done;
+    /// the watcher starts first, so what changes during the build is refreshed after it.
+    fn start_background_build(&self, state: &mut IndexState) {
+        if !self.watch {
+            return;
+        }
+        state.watcher = TreeWatcher::start();
+        state.building = true;
+        let shared = Arc::clone(&self.index);
+        let (repo, config) = (self.repo.clone(), self.config.clone());
+        let spawned = std::thread::Builder::new().name("index-build".into()).spawn(move || {
+            let (index, report) = refresh::refresh(&repo, &config, SymbolIndex::default());
+            save(repo.root(), &index);
+            let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(watch) = state.watcher.as_mut() {
+                watch.sync_dirs(&report.dirs);
+            }
+            state.generation += 1;
+            state.index = Some(index);
+            state.report = report;
+            state.building = false;
+            shared.built.notify_all();
+        });
+        if let Err(e) = spawned {
+            tracing::warn!("could not start building the index in the background: {e}");
+            state.building = false;
+        }
+    }
 }
 
 impl Workspace {
     /// Refreshes the symbol index and returns its generation, which moves whenever a refresh
-    /// changed it: the Forest's cue that files changed.
+    /// changed it: the Forest's cue that files changed. While the index is being built in the
+    /// background it does not wait: the generation moves when the build is installed.
     pub fn index_generation(&self) -> u64 {
+        {
+            let state = self.lock_index();
+            if state.building {
+                return state.generation;
+            }
+        }
         self.with_index(|_, _| ());
-        self.index.lock().unwrap_or_else(|p| p.into_inner()).generation
+        self.lock_index().generation
     }
 
     /// Brings the index up to date now (`rebuild`: from nothing, re-parsing every file) and
     /// reports what it holds. Backs `git code-intel index`.
     pub fn index_now(&self, rebuild: bool) -> IndexStats {
-        let mut state = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.lock_index();
+        while state.building {
+            state = self.index.built.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
         let previous = if rebuild {
             SymbolIndex::default()
         } else {
@@ -115,11 +202,7 @@ impl Workspace {
     fn refresh_into(&self, state: &mut IndexState, previous: SymbolIndex, force_save: bool) {
         let (index, report) = refresh::refresh(&self.repo, &self.config, previous);
         if report.changed || force_save {
-            let started = std::time::Instant::now();
-            match store::save(self.repo.root(), index.files()) {
-                Ok(()) => tracing::debug!("index saved in {:?}", started.elapsed()),
-                Err(e) => tracing::warn!("could not save the symbol index: {e}"),
-            }
+            save(self.repo.root(), &index);
         }
         if let Some(watch) = state.watcher.as_mut() {
             watch.sync_dirs(&report.dirs);
@@ -129,6 +212,15 @@ impl Workspace {
         }
         state.index = Some(index);
         state.report = report;
+    }
+}
+
+/// Stores the index; a failure is logged (the index is derived data, rebuilt next time).
+fn save(root: &Path, index: &SymbolIndex) {
+    let started = std::time::Instant::now();
+    match store::save(root, index.files()) {
+        Ok(()) => tracing::debug!("index saved in {:?}", started.elapsed()),
+        Err(e) => tracing::warn!("could not save the symbol index: {e}"),
     }
 }
 

@@ -215,3 +215,84 @@ fn check(ws: &Workspace, root: &std::path::Path, case: &Case) -> Result<(), Stri
     }
     Ok(())
 }
+
+/// Every lookup that names what it needs answers before the index exists from the files that
+/// can matter (the fast path), and that answer is the one the full index gives.
+#[test]
+fn the_fast_path_answers_what_the_full_index_answers() {
+    use git_code_intel::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
+    use git_code_intel::tools::symbols::{GetSymbolsParams, get_symbols};
+    use serde_json::Value;
+
+    let repo = common::fixture_repo("langs");
+    let root = repo.path();
+    // Something the fast path must pass over as the index does: a binary "source" file.
+    std::fs::write(root.join("blob.rs"), b"fn helper() {}\0\x01\x02").unwrap();
+    common::copy_dir(&common::fixtures().join("project"), &root.join("project"));
+
+    /// Every lookup's JSON, with the `fast_path` field taken out (and returned on its own).
+    fn answers(ws: &Workspace, root: &std::path::Path) -> (Vec<Value>, Vec<Value>) {
+        let mut out = Vec::new();
+        let mut words: Vec<String> = vec!["helper".into(), "help".into(), "GREET".into()];
+        for case in CASES {
+            words
+                .extend([case.class, case.method, case.caller].iter().filter(|w| !w.is_empty()).map(|w| w.to_string()));
+        }
+        words.sort();
+        words.dedup();
+        for w in &words {
+            for exact in [true, false] {
+                let p =
+                    FindDefinitionsParams { symbol: Some(w.clone()), exact_match: Some(exact), ..Default::default() };
+                out.push(serde_json::to_value(find_definitions(ws, p).unwrap()).unwrap());
+            }
+            let p = FindReferencesParams { symbol: Some(w.clone()), ..Default::default() };
+            out.push(serde_json::to_value(find_references(ws, p).unwrap()).unwrap());
+        }
+        let mut files: Vec<String> = CASES.iter().map(|c| c.file.to_owned()).collect();
+        for entry in walkdir(root.join("project")) {
+            files.push(entry.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"));
+        }
+        for file in files.iter().map(String::as_str).chain(["project", "blob.rs"]) {
+            let p = GetSymbolsParams { path: Some(file.into()), ..Default::default() };
+            out.push(serde_json::to_value(get_symbols(ws, p).unwrap()).unwrap());
+        }
+        for file in files.iter().filter(|f| root.join(f).is_file()) {
+            let p = AnalyzeImpactParams { target_files: Some(TargetFiles::One(file.clone())), ..Default::default() };
+            out.push(serde_json::to_value(analyze_impact(ws, p).unwrap()).unwrap());
+        }
+        let fast = out.iter_mut().filter_map(|v| v.as_object_mut()?.remove("fast_path")).collect();
+        (out, fast)
+    }
+    fn walkdir(dir: std::path::PathBuf) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() { out.extend(walkdir(p)) } else { out.push(p) }
+        }
+        out.sort();
+        out
+    }
+
+    // A one-shot workspace with no index: every answer comes from the fast path, and nothing
+    // is written.
+    let before = Workspace::open(root, false).unwrap();
+    let (fast, notes) = answers(&before, root);
+    assert!(!root.join(".code-intel/index").exists(), "the one-shot fast path builds no index");
+    // (An impact analysis of a file that defines nothing looks nothing up: no note there.)
+    let notes: Vec<&Value> = notes.iter().filter(|n| !n.is_null()).collect();
+    assert!(notes.len() > fast.len() / 2, "{notes:?}");
+    assert!(notes.iter().all(|n| n["note"].as_str().is_some_and(|s| s.contains("git code-intel index"))), "{notes:?}");
+    let some = notes.iter().find(|n| n["parsed_files"].as_u64() < n["source_files"].as_u64());
+    assert!(some.is_some(), "the fast path parses fewer files than there are: {notes:?}");
+
+    // The same lookups on the full index.
+    let after = Workspace::open(root, false).unwrap();
+    after.index_now(false);
+    let (full, notes) = answers(&after, root);
+    assert!(notes.iter().all(Value::is_null), "answers from the index carry no fast-path note: {notes:?}");
+    assert_eq!(fast.len(), full.len());
+    for (f, i) in fast.iter().zip(&full) {
+        assert_eq!(f, i, "the fast path and the index disagree");
+    }
+}

@@ -632,3 +632,46 @@ fn source_dirs_and_chunk_strategy_are_honoured() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A long first sync embeds the files the recent history changed first, so searches made while
+/// it runs find them; partial answers say how far it is.
+#[test]
+fn the_sync_embeds_recently_changed_files_first() {
+    use git_code_intel::config::Config;
+    use git_code_intel::repo::Repo;
+    use git_code_intel::semantic::service::Semantic;
+
+    let repo = repo();
+    let root = repo.path();
+    for i in 0..40 {
+        let body: String =
+            (0..6).map(|j| format!("def handler_{i}_{j}(request):\n    return respond(request, {j})\n\n\n")).collect();
+        std::fs::write(root.join(format!("src/generated_{i:02}.py")), body).unwrap();
+    }
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "many handlers"]);
+    // The newest commit touches a file that comes last in path order.
+    std::fs::write(root.join("src/zz_recent.py"), "def freshly_written(x):\n    return x * 2\n").unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "recent work"]);
+
+    let config = Config::default();
+    let semantic = Semantic::new(root, &config);
+    let loaded = semantic.loaded().expect("model");
+    let first_slice = std::sync::Mutex::new(None::<Vec<String>>);
+    let report = semantic
+        .sync_now(&Repo::at(root).unwrap(), &config, false, 0, &|done, total| {
+            let mut first = first_slice.lock().unwrap();
+            if first.is_none() {
+                assert!(done < total, "more than one slice is needed: {done}/{total}");
+                let forest = loaded.forest.read().unwrap();
+                *first = Some(forest.files.keys().cloned().collect());
+            }
+        })
+        .unwrap();
+    assert!(report.chunks > 200, "{report:?}");
+    let first = first_slice.into_inner().unwrap().expect("at least one slice");
+    assert!(first.contains(&"src/zz_recent.py".to_owned()), "the newest change comes first: {first:?}");
+    // Then the commit before it, in path order (the initial commit's files come after).
+    assert!(first.iter().any(|f| f.starts_with("src/generated_0")), "{first:?}");
+}

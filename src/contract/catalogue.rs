@@ -196,6 +196,12 @@ catalogue! {
     OBSERVED_ISSUE_MISSING = ["query_frame_hints", "observed_issue_missing"] () Note;
     DESIRED_ACTION_MISSING = ["query_frame_hints", "desired_action_missing"] () Note;
     TRUNCATION_WARNING = ["warnings", "truncation_warning"] () Note;
+    INDEX_FAST_PATH = ["warnings", "index_fast_path"] ("parsed", "files", "by") Note;
+    INDEX_FAST_PATH_CLI = ["warnings", "index_fast_path_cli"] ("parsed", "files", "by") Note;
+    MAP_ANSWERS = ["warnings", "map_answers"] () Note;
+    FOREST_SYNCING = ["warnings", "forest_syncing"] ("done", "total") Note;
+    FOREST_SYNCING_SCANNING = ["warnings", "forest_syncing_scanning"] () Note;
+    FOREST_SYNC_FAILED = ["warnings", "forest_sync_failed"] ("error") Note;
 }
 
 /// The catalogue's key at `path`, if the code produces a message there.

@@ -27,6 +27,32 @@ pub struct RefreshReport {
     pub binary: Vec<String>,
     /// The directories the walk entered: what a file watcher needs to watch.
     pub dirs: Vec<std::path::PathBuf>,
+    /// Set when the answer came from [`refresh_subset`] (no index yet), not from the index.
+    pub fast_path: Option<FastPath>,
+}
+
+/// What a lookup needs from the index. Before the index exists, a lookup that names what it
+/// needs is answered from the files that can matter ([`refresh_subset`]) instead of waiting
+/// for the whole index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// The whole index (a listing of every file's symbols, say).
+    All,
+    /// The files whose bytes contain one of these words; `ignore_case` for substring lookups.
+    Words { words: Vec<String>, ignore_case: bool },
+    /// The source files at or under these repository-relative paths.
+    Paths(Vec<String>),
+}
+
+/// How a lookup was answered before the index existed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FastPath {
+    /// Source files that could matter, parsed for this answer.
+    pub parsed: usize,
+    /// Source files the walk saw.
+    pub source_files: usize,
+    /// What the candidates were chosen by (the words, or the paths).
+    pub by: String,
 }
 
 /// Below this many files to parse, no progress is printed.
@@ -141,6 +167,85 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
     let index = SymbolIndex::from_files(files);
     tracing::debug!("index lookups built, {:?} since start", started.elapsed());
     (index, report)
+}
+
+/// Answers a lookup without the whole index: walks the tree as [`refresh`] does, keeps the
+/// source files that can matter to `lookup` (ripgrep's regex engine finds the words; paths
+/// select themselves), and parses only those. Every definition or occurrence of a word lies in
+/// a file whose bytes contain it, so the lookup's answer is the one the full index gives.
+pub fn refresh_subset(repo: &Repo, config: &Config, lookup: &Lookup) -> (SymbolIndex, RefreshReport) {
+    let sources = config.source_prefixes(repo.root());
+    let matcher = match lookup {
+        Lookup::Words { words, ignore_case } => {
+            let alternation: Vec<String> = words.iter().map(|w| regex::escape(w)).collect();
+            match grep_regex::RegexMatcherBuilder::new().case_insensitive(*ignore_case).build(&alternation.join("|")) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    tracing::warn!("fast path: {e}; parsing every file");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let starts: Vec<std::path::PathBuf> = match lookup {
+        Lookup::Paths(paths) => paths.iter().map(|p| repo.root().join(p)).collect(),
+        _ => vec![repo.root().to_path_buf()],
+    };
+    let seen = AtomicUsize::new(0);
+    let found = std::sync::Mutex::new(Vec::new());
+    let binary = std::sync::Mutex::new(Vec::new());
+    let mut report = RefreshReport::default();
+    for start in &starts {
+        let walked = walk::walk_each(repo, config, start, &WalkOptions::default(), |file| {
+            if !Config::in_source_dirs(&sources, &file.rel) {
+                return;
+            }
+            let Some(lang) = Lang::detect(file.rel.as_ref()) else { return };
+            seen.fetch_add(1, Ordering::Relaxed);
+            let Ok(bytes) = std::fs::read(&file.abs) else { return };
+            if walk::looks_binary(&bytes) {
+                binary.lock().unwrap_or_else(|p| p.into_inner()).push(file.rel);
+                return;
+            }
+            if let Some(m) = &matcher
+                && !grep_matcher::Matcher::is_match(m, &bytes).unwrap_or(true)
+            {
+                return;
+            }
+            let indexed = IndexedFile {
+                size: bytes.len() as u64,
+                mtime_ns: file.mtime_ns,
+                hash: *blake3::hash(&bytes).as_bytes(),
+                lang,
+                syntax: syntax::extract(lang, &bytes),
+                rel: file.rel,
+            };
+            found.lock().unwrap_or_else(|p| p.into_inner()).push(indexed);
+        });
+        match walked {
+            Ok(w) => report.too_large.extend(w.too_large),
+            Err(e) => tracing::warn!("fast path walk failed: {e}"),
+        }
+    }
+    // As `refresh` reports them: source languages, wherever they are.
+    report.too_large.retain(|(rel, _)| Lang::detect(rel.as_ref()).is_some());
+    report.too_large.sort();
+    report.binary = binary.into_inner().unwrap_or_else(|p| p.into_inner());
+    report.binary.sort();
+    let files = found.into_inner().unwrap_or_else(|p| p.into_inner());
+    report.files = files.len();
+    report.parsed = files.len();
+    report.fast_path = Some(FastPath {
+        parsed: files.len(),
+        source_files: seen.into_inner(),
+        by: match lookup {
+            Lookup::Words { words, .. } => words.join(", "),
+            Lookup::Paths(paths) => paths.join(", "),
+            Lookup::All => String::new(),
+        },
+    });
+    (SymbolIndex::from_files(files), report)
 }
 
 fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &IndexedFile)>) -> Outcome {

@@ -325,6 +325,9 @@ fn run_sync(
     on_slice: &dyn Fn(usize, usize),
 ) -> Result<SyncReport, SyncError> {
     progress.running.store(true, Ordering::SeqCst);
+    progress.embedding.store(false, Ordering::Relaxed);
+    progress.done.store(0, Ordering::Relaxed);
+    progress.total.store(0, Ordering::Relaxed);
     let result = (|| {
         if rebuild {
             let fresh = Forest::new(loaded.forest_fingerprint, loaded.embedder.dimension as u32)?;

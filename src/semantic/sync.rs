@@ -66,6 +66,8 @@ pub struct Progress {
     pub running: AtomicBool,
     pub done: AtomicUsize,
     pub total: AtomicUsize,
+    /// The files are read and chunked: `total` is known and embedding runs.
+    pub embedding: AtomicBool,
     /// Asks a running sync to stop at its next slice boundary (the server is shutting down).
     pub stop: AtomicBool,
 }
@@ -154,7 +156,7 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
         })
         .collect();
 
-    let mut changed = Vec::new();
+    let mut changed: Vec<Changed> = Vec::new();
     let mut gone = deleted;
     {
         let mut forest = cx.forest.write().unwrap_or_else(|p| p.into_inner());
@@ -175,9 +177,15 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
     }
     report.files_removed = gone.len();
 
+    // Embed first what is most likely to be asked about: the files the recent history changed,
+    // newest first; then the rest in path order.
+    let recent = crate::history::recently_changed(cx.repo.root(), crate::history::RECENT_COMMITS);
+    changed.sort_by_cached_key(|c| (recent.get(&c.rel).copied().unwrap_or(usize::MAX), c.rel.clone()));
+
     let total: usize = changed.iter().map(|c| c.chunks.len()).sum();
     cx.progress.total.store(total, Ordering::Relaxed);
     cx.progress.done.store(0, Ordering::Relaxed);
+    cx.progress.embedding.store(true, Ordering::Relaxed);
     report.files_changed = changed.len();
 
     // Slices of whole files, about SLICE_CHUNKS chunks each.

@@ -5,7 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::page::{MAX_RESPONSE_BYTES, take_page};
-use super::{Definition, SkippedFiles, ToolResult, Workspace, given, under};
+use super::{Definition, FastPathNote, SkippedFiles, ToolResult, Workspace, given, under};
+use crate::index::refresh::Lookup;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct FindDefinitionsParams {
@@ -34,6 +35,8 @@ pub struct FindDefinitionsOutput {
     pub truncation_warning: Option<String>,
     /// Source files the index could not parse.
     pub skipped: SkippedFiles,
+    /// Set when the answer came before the symbol index existed.
+    pub fast_path: Option<FastPathNote>,
 }
 
 pub fn find_definitions(ws: &Workspace, params: FindDefinitionsParams) -> ToolResult<FindDefinitionsOutput> {
@@ -44,7 +47,8 @@ pub fn find_definitions(ws: &Workspace, params: FindDefinitionsParams) -> ToolRe
     let language = ws.language_filter(params.language.as_deref())?;
     let exact = params.exact_match.unwrap_or(true);
     let offset = params.offset.unwrap_or(0);
-    ws.with_index(|index, report| {
+    let lookup = Lookup::Words { words: vec![symbol.to_owned()], ignore_case: !exact };
+    ws.with_index_for(&lookup, |index, report| {
         let refs = if exact { index.definitions_named(symbol).to_vec() } else { index.definitions_containing(symbol) };
         let mut defs: Vec<Definition> = refs
             .into_iter()
@@ -64,6 +68,7 @@ pub fn find_definitions(ws: &Workspace, params: FindDefinitionsParams) -> ToolRe
             truncated: page.truncated,
             truncation_warning: page.truncated.then(|| ws.truncation_warning()),
             skipped: SkippedFiles::new(report.too_large.clone(), report.binary.clone(), ws.config.max_file_size),
+            fast_path: ws.fast_path_note(report),
         })
     })
 }

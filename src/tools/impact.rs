@@ -14,7 +14,9 @@ use rayon::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolResult, Workspace};
+use super::{FastPathNote, ToolResult, Workspace};
+use crate::index::SymbolIndex;
+use crate::index::refresh::Lookup;
 use crate::syntax::SymbolKind;
 use crate::walk::{self, WalkOptions};
 
@@ -96,6 +98,8 @@ pub struct AnalyzeImpactOutput {
     pub must_verify: Vec<ImpactEntry>,
     pub should_verify: Vec<ImpactEntry>,
     pub summary: ImpactSummary,
+    /// Set when the answer came before the symbol index existed.
+    pub fast_path: Option<FastPathNote>,
 }
 
 pub fn category(rel: &str) -> &'static str {
@@ -131,6 +135,25 @@ struct Acc {
     imports: BTreeSet<String>,
 }
 
+/// The names a target file defines that other files may use: top-level callables, classes,
+/// constants, types, macros and modules, not common words, at most
+/// [`MAX_SYMBOLS_PER_TARGET`].
+fn followed_names(index: &SymbolIndex, rel: &str) -> Vec<String> {
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    if let Some(file) = index.file(rel) {
+        for s in &file.syntax.symbols {
+            let followed = s.kind.is_callable()
+                || s.kind.is_class_like()
+                || matches!(s.kind, SymbolKind::Constant | SymbolKind::Type | SymbolKind::Macro | SymbolKind::Module);
+            let nested_in_callable = s.parent.is_some_and(|p| file.syntax.symbols[p as usize].kind.is_callable());
+            if followed && !nested_in_callable && s.name.len() >= 3 && !COMMON_NAMES.contains(&s.name.as_str()) {
+                names.insert(s.name.clone());
+            }
+        }
+    }
+    names.into_iter().take(MAX_SYMBOLS_PER_TARGET).collect()
+}
+
 pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult<AnalyzeImpactOutput> {
     let raw: Vec<String> = match params.target_files {
         Some(TargetFiles::One(f)) => vec![f],
@@ -151,57 +174,50 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
         target_rels.push(rel);
     }
 
-    let (targets, mut code_hits) = ws.with_index(|index, _| {
-        let mut targets = Vec::new();
-        let mut hits: BTreeMap<String, Acc> = BTreeMap::new();
-        for rel in &target_rels {
-            let mut names: BTreeSet<String> = BTreeSet::new();
-            if let Some(file) = index.file(rel) {
-                for s in &file.syntax.symbols {
-                    let followed = s.kind.is_callable()
-                        || s.kind.is_class_like()
-                        || matches!(
-                            s.kind,
-                            SymbolKind::Constant | SymbolKind::Type | SymbolKind::Macro | SymbolKind::Module
-                        );
-                    let nested_in_callable =
-                        s.parent.is_some_and(|p| file.syntax.symbols[p as usize].kind.is_callable());
-                    if followed && !nested_in_callable && s.name.len() >= 3 && !COMMON_NAMES.contains(&s.name.as_str())
-                    {
-                        names.insert(s.name.clone());
+    // What each target defines that others may use: only the targets need parsing for this.
+    let targets: Vec<Target> = ws.with_index_for(&Lookup::Paths(target_rels.clone()), |index, _| {
+        target_rels.iter().map(|rel| Target { file: rel.clone(), symbols: followed_names(index, rel) }).collect()
+    });
+    // Who uses those names, or imports the targets' modules: only files containing one of
+    // them can, so before the index exists only those are parsed.
+    let stems: Vec<String> = target_rels.iter().map(|rel| module_stem(rel)).filter(|s| s.len() >= 3).collect();
+    let mut words: Vec<String> = targets.iter().flat_map(|t| t.symbols.iter().cloned()).chain(stems).collect();
+    words.sort();
+    words.dedup();
+    let mut code_hits: BTreeMap<String, Acc> = BTreeMap::new();
+    let mut fast_path = None;
+    if !words.is_empty() {
+        ws.with_index_for(&Lookup::Words { words, ignore_case: false }, |index, report| {
+            fast_path = ws.fast_path_note(report);
+            for target in &targets {
+                for name in &target.symbols {
+                    let others = |r: &str, _| !target_rels.iter().any(|t| t == r);
+                    for (fi, occ) in super::references::occurrences(index, name, others) {
+                        let acc = code_hits.entry(index.file_at(fi).rel.clone()).or_default();
+                        acc.symbols.insert(name.clone());
+                        acc.lines.insert(occ.line);
                     }
                 }
-            }
-            let names: Vec<String> = names.into_iter().take(MAX_SYMBOLS_PER_TARGET).collect();
-            for name in &names {
-                for (fi, occ) in super::references::occurrences(index, name, |r, _| !target_rels.iter().any(|t| t == r))
-                {
-                    let acc = hits.entry(index.file_at(fi).rel.clone()).or_default();
-                    acc.symbols.insert(name.clone());
-                    acc.lines.insert(occ.line);
-                }
-            }
-            // Imports that name the target's module (file stem), e.g. `use crate::auth`,
-            // `from auth import`, `#include "auth.h"`, `require './auth'`.
-            let stem = module_stem(rel);
-            if stem.len() >= 3 {
-                for file in index.files() {
-                    if target_rels.iter().any(|t| t == &file.rel) {
-                        continue;
-                    }
-                    for imp in &file.syntax.imports {
-                        if mentions_word(&imp.text, &stem) {
-                            let acc = hits.entry(file.rel.clone()).or_default();
-                            acc.imports.insert(stem.clone());
-                            acc.lines.insert(imp.line);
+                // Imports that name the target's module (file stem), e.g. `use crate::auth`,
+                // `from auth import`, `#include "auth.h"`, `require './auth'`.
+                let stem = module_stem(&target.file);
+                if stem.len() >= 3 {
+                    for file in index.files() {
+                        if target_rels.iter().any(|t| t == &file.rel) {
+                            continue;
+                        }
+                        for imp in &file.syntax.imports {
+                            if mentions_word(&imp.text, &stem) {
+                                let acc = code_hits.entry(file.rel.clone()).or_default();
+                                acc.imports.insert(stem.clone());
+                                acc.lines.insert(imp.line);
+                            }
                         }
                     }
                 }
             }
-            targets.push(Target { file: rel.clone(), symbols: names });
-        }
-        (targets, hits)
-    });
+        });
+    }
 
     // Configs and docs are not in the symbol index: search them as text.
     let mut words: BTreeSet<String> = targets.iter().flat_map(|t| t.symbols.iter().cloned()).collect();
@@ -255,6 +271,7 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
         targets,
         must_verify,
         should_verify,
+        fast_path,
     })
 }
 

@@ -46,6 +46,34 @@ impl std::fmt::Display for ToolError {
 
 pub type ToolResult<T> = Result<T, ToolError>;
 
+/// Present when a lookup was answered before the symbol index existed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FastPathNote {
+    /// Source files parsed for this answer: those that can matter to it.
+    pub parsed_files: usize,
+    /// Source files in the repository.
+    pub source_files: usize,
+    pub note: String,
+}
+
+impl Workspace {
+    /// The note for an answer that came from the fast path, if it did.
+    pub fn fast_path_note(&self, report: &crate::index::refresh::RefreshReport) -> Option<FastPathNote> {
+        let fast = report.fast_path.as_ref()?;
+        let key = if self.builds_index_in_background() { &msg::INDEX_FAST_PATH } else { &msg::INDEX_FAST_PATH_CLI };
+        let (parsed, files) = (fast.parsed.to_string(), fast.source_files.to_string());
+        let mut by: String = fast.by.chars().take(200).collect();
+        if by.len() < fast.by.len() {
+            by.push('…');
+        }
+        Some(FastPathNote {
+            parsed_files: fast.parsed,
+            source_files: fast.source_files,
+            note: self.contract.message(key, &[("parsed", &parsed), ("files", &files), ("by", &by)]),
+        })
+    }
+}
+
 /// Files a tool passed over, so the agent knows what it did not see.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct SkippedFiles {

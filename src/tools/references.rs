@@ -7,8 +7,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::page::{MAX_RESPONSE_BYTES, take_page};
-use super::{SkippedFiles, ToolResult, Workspace, given, under};
+use super::{FastPathNote, SkippedFiles, ToolResult, Workspace, given, under};
 use crate::index::SymbolIndex;
+use crate::index::refresh::Lookup;
 use crate::syntax::Occurrence;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -55,6 +56,8 @@ pub struct FindReferencesOutput {
     pub truncated: bool,
     pub truncation_warning: Option<String>,
     pub skipped: SkippedFiles,
+    /// Set when the answer came before the symbol index existed.
+    pub fast_path: Option<FastPathNote>,
 }
 
 pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResult<FindReferencesOutput> {
@@ -64,7 +67,8 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
     let prefix = ws.scope_prefix(params.path.as_deref())?;
     let language = ws.language_filter(params.language.as_deref())?;
     let offset = params.offset.unwrap_or(0);
-    ws.with_index(|index, report| {
+    let lookup = Lookup::Words { words: vec![symbol.to_owned()], ignore_case: false };
+    ws.with_index_for(&lookup, |index, report| {
         let hits = occurrences(index, symbol, |rel, lang| under(rel, &prefix) && language.is_none_or(|l| l == lang));
         let total = hits.len();
         let files = {
@@ -98,6 +102,7 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
             truncated: page.truncated,
             truncation_warning: page.truncated.then(|| ws.truncation_warning()),
             skipped: SkippedFiles::new(report.too_large.clone(), report.binary.clone(), ws.config.max_file_size),
+            fast_path: ws.fast_path_note(report),
         })
     })
 }

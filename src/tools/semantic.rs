@@ -38,6 +38,8 @@ pub struct SemanticSearchParams {
 /// Sync progress while a search ran.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SyncProgress {
+    /// False while the sync still reads and chunks files (the totals are not known yet).
+    pub embedding: bool,
     pub chunks_done: usize,
     pub chunks_total: usize,
 }
@@ -136,7 +138,7 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
         if out.map_hits.first().is_some_and(|h| h.score >= MAP_SHORTCUT) {
             out.skip_forest = true;
             out.map_hits.retain(|h| h.score >= MAP_SHORTCUT);
-            out.note = Some("The Map answers this query (score >= 0.7); the Forest was not searched.".into());
+            out.note = Some(ws.contract.message(&msg::MAP_ANSWERS, &[]));
             return Ok(out);
         }
         out.map_hits.truncate(MAP_HITS_WITH_FOREST);
@@ -149,13 +151,20 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
     }
     if !sem.wait_for_sync(sync_wait()) {
         out.partial = true;
-        out.sync = Some(SyncProgress {
+        let progress = SyncProgress {
+            embedding: sem.progress.embedding.load(Ordering::Relaxed),
             chunks_done: sem.progress.done.load(Ordering::Relaxed),
             chunks_total: sem.progress.total.load(Ordering::Relaxed),
+        };
+        out.note = Some(if progress.embedding {
+            let (done, total) = (progress.chunks_done.to_string(), progress.chunks_total.to_string());
+            ws.contract.message(&msg::FOREST_SYNCING, &[("done", &done), ("total", &total)])
+        } else {
+            ws.contract.message(&msg::FOREST_SYNCING_SCANNING, &[])
         });
-        out.note = Some("The Forest is still syncing in the background: these results cover only the part synced so far. Search again later for complete results.".into());
+        out.sync = Some(progress);
     } else if let Some(e) = sem.last_sync_error() {
-        out.note = Some(format!("The last Forest sync failed ({e}); results may be stale."));
+        out.note = Some(ws.contract.message(&msg::FOREST_SYNC_FAILED, &[("error", &e.to_string())]));
     }
     let forest_query = match given(&params.target_feature) {
         Some(t) => format!("{query} {t}"),
@@ -255,7 +264,7 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
 
 /// The innermost definition enclosing `file:line`, as `scope.name`.
 fn symbol_at(ws: &Workspace, file: &str, line: usize) -> Option<String> {
-    ws.with_index(|index, _| {
+    ws.with_index_for(&crate::index::refresh::Lookup::Paths(vec![file.to_owned()]), |index, _| {
         let f = index.file(file)?;
         let line = line as u32;
         let s = f

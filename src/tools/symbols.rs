@@ -4,7 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::page::{MAX_RESPONSE_BYTES, take_page};
-use super::{Definition, SkippedFiles, ToolResult, Workspace, under};
+use super::{Definition, FastPathNote, SkippedFiles, ToolResult, Workspace, under};
+use crate::index::refresh::Lookup;
 use crate::syntax::SymbolKind;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -33,6 +34,8 @@ pub struct GetSymbolsOutput {
     pub skipped: SkippedFiles,
     /// Definitions the index leaves out (nested too deep, or too many in one file), if any.
     pub note: Option<String>,
+    /// Set when the answer came before the symbol index existed.
+    pub fast_path: Option<FastPathNote>,
 }
 
 pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSymbolsOutput> {
@@ -46,7 +49,9 @@ pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSy
         return Err(ws.invalid_argument("kind", &format!("unknown kind '{k}'; one of {}", names.join(", "))));
     }
     let offset = params.offset.unwrap_or(0);
-    ws.with_index(|index, report| {
+    // A path needs only the files under it; the whole repository needs the whole index.
+    let lookup = if prefix.is_empty() { Lookup::All } else { Lookup::Paths(vec![prefix.clone()]) };
+    ws.with_index_for(&lookup, |index, report| {
         let mut files = 0;
         let mut left_out = (0u64, 0usize);
         let mut stopped: Vec<&str> = Vec::new();
@@ -80,8 +85,14 @@ pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSy
             next_offset: page.next_offset,
             truncated: page.truncated,
             truncation_warning: page.truncated.then(|| ws.truncation_warning()),
-            skipped: SkippedFiles::new(report.too_large.clone(), report.binary.clone(), ws.config.max_file_size),
+            // Only what was passed over where the listing looked.
+            skipped: SkippedFiles::new(
+                report.too_large.iter().filter(|(rel, _)| under(rel, &prefix)).cloned().collect(),
+                report.binary.iter().filter(|rel| under(rel, &prefix)).cloned().collect(),
+                ws.config.max_file_size,
+            ),
             note: bounds_note(left_out, &stopped),
+            fast_path: ws.fast_path_note(report),
         })
     })
 }
