@@ -41,9 +41,8 @@ fn collect(root: &Path, max_commits: usize, ranks: &mut HashMap<String, usize>) 
             }
             None => None,
         };
-        let changes = repo
-            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(options.clone()))
-            .map_err(|e| e.to_string())?;
+        let changes =
+            repo.diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(options)).map_err(|e| e.to_string())?;
         for change in changes {
             if change.entry_mode().is_blob() {
                 ranks.entry(change.location().to_string()).or_insert(rank);
