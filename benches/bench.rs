@@ -5,14 +5,19 @@
 //! - search_text (CLI) vs `rg` on the same patterns, median wall time of 5 runs;
 //! - a cold symbol-index build vs `ctags -R`, and symbols per second;
 //! - find_definitions / find_references on the warm in-process index, p50 and p95;
+//! - the first lookup on a fresh clone, one-shot lookups on the mapped index, server memory
+//!   ([`scale`]);
 //! - process spawn to the MCP `initialize` reply;
 //! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]);
 //! - peak RSS on input built to exhaust memory ([`memory`]).
 //!
-//! `code-intel-bench <binary> <corpus> semantic` (or `git`, or `memory`) runs only that part.
+//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`) runs only that
+//! part.
 
 #[path = "memory.rs"]
 mod memory;
+#[path = "scale.rs"]
+mod scale;
 #[path = "semantic.rs"]
 mod semantic;
 
@@ -66,6 +71,7 @@ fn main() {
         Some("semantic") => return semantic::run(&corpus),
         Some("git") => return git_ops(&corpus),
         Some("memory") => return memory::run(&bin),
+        Some("scale") => return scale::run(&bin, &corpus),
         _ => {}
     }
     println!("\n## search_text vs rg (median of 5, output written to a file)");
@@ -152,6 +158,8 @@ fn main() {
         ms(pct(&mut refs, 50)),
         ms(pct(&mut refs, 95))
     );
+
+    scale::run(&bin, &corpus);
 
     git_ops(&corpus);
 

@@ -73,7 +73,7 @@ impl Workspace {
     }
 
     /// Runs `f` on the whole, up-to-date symbol index, building it on first use.
-    pub fn with_index<R>(&self, f: impl FnOnce(&SymbolIndex, &RefreshReport) -> R) -> R {
+    pub fn with_index<R>(&self, f: impl FnMut(&SymbolIndex, &RefreshReport) -> R) -> R {
         self.with_index_for(&Lookup::All, f)
     }
 
@@ -84,11 +84,11 @@ impl Workspace {
     /// ([`refresh::refresh_subset`]; the report's `fast_path` says so), and the server starts
     /// building the whole index in the background. A one-shot command does not build it then:
     /// `git code-intel index` does.
-    pub fn with_index_for<R>(&self, lookup: &Lookup, f: impl FnOnce(&SymbolIndex, &RefreshReport) -> R) -> R {
+    pub fn with_index_for<R>(&self, lookup: &Lookup, mut f: impl FnMut(&SymbolIndex, &RefreshReport) -> R) -> R {
         let mut state = self.lock_index();
         let mut stored = None;
         if state.index.is_none() && !state.building {
-            stored = store::load(self.repo.root()).map(SymbolIndex::from_files);
+            stored = store::load(self.repo.root());
             if stored.is_none() && *lookup != Lookup::All {
                 self.start_background_build(&mut state);
                 drop(state);
@@ -110,20 +110,43 @@ impl Workspace {
         if first_use && self.watch {
             state.watcher = TreeWatcher::start();
         }
-        let needs_refresh = first_use
-            || match &state.watcher {
-                Some(w) if w.complete() => w.take_dirty(),
-                _ => true,
-            };
-        if needs_refresh {
+        // A one-shot command trusts a stored index whose walk stamp shows nothing changed: one
+        // stat per directory and file, no walk.
+        let fresh = match (&stored, self.watch) {
+            (Some(index), false) => store::load_stamp(self.repo.root())
+                .filter(|stamp| refresh::is_fresh(self.repo.root(), index, stamp))
+                .map(|stamp| RefreshReport {
+                    files: index.file_count(),
+                    too_large: stamp.too_large,
+                    binary: stamp.binary,
+                    ..RefreshReport::default()
+                }),
+            _ => None,
+        };
+        let needs_refresh = fresh.is_none()
+            && (first_use
+                || match &state.watcher {
+                    Some(w) if w.complete() => w.take_dirty(),
+                    _ => true,
+                });
+        if let Some(report) = fresh {
+            state.index = stored;
+            state.report = report;
+            state.generation += 1;
+        } else if needs_refresh {
             let previous = state.index.take().or(stored).unwrap_or_default();
             self.refresh_into(&mut state, previous, false);
         }
-        let state = &*state;
-        match &state.index {
-            Some(index) => f(index, &state.report),
-            None => f(&SymbolIndex::default(), &state.report),
+        let empty = SymbolIndex::default();
+        let answer = f(state.index.as_ref().unwrap_or(&empty), &state.report);
+        if !state.index.as_ref().is_some_and(SymbolIndex::is_corrupt) {
+            return answer;
         }
+        // A posting list or a file failed its check while being read: rebuild from nothing and
+        // answer again, from the rebuilt index.
+        state.index = None;
+        self.refresh_into(&mut state, SymbolIndex::default(), true);
+        f(state.index.as_ref().unwrap_or(&empty), &state.report)
     }
 
     /// In the server, builds the whole index on a background thread and installs it when done;
@@ -137,8 +160,7 @@ impl Workspace {
         let shared = Arc::clone(&self.index);
         let (repo, config) = (self.repo.clone(), self.config.clone());
         let spawned = std::thread::Builder::new().name("index-build".into()).spawn(move || {
-            let (index, report) = refresh::refresh(&repo, &config, SymbolIndex::default());
-            save(repo.root(), &index);
+            let (index, report) = refresh::refresh(&repo, &config, SymbolIndex::default(), true);
             let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(watch) = state.watcher.as_mut() {
                 watch.sync_dirs(&report.dirs);
@@ -181,16 +203,12 @@ impl Workspace {
         let previous = if rebuild {
             SymbolIndex::default()
         } else {
-            state
-                .index
-                .take()
-                .or_else(|| store::load(self.repo.root()).map(SymbolIndex::from_files))
-                .unwrap_or_default()
+            state.index.take().or_else(|| store::load(self.repo.root())).unwrap_or_default()
         };
         self.refresh_into(&mut state, previous, rebuild);
         let index = state.index.as_ref();
         IndexStats {
-            files: index.map_or(0, |i| i.files().len()),
+            files: index.map_or(0, SymbolIndex::file_count),
             symbols: index.map_or(0, SymbolIndex::symbol_count),
             parsed: state.report.parsed,
             removed: state.report.removed,
@@ -200,10 +218,7 @@ impl Workspace {
     }
 
     fn refresh_into(&self, state: &mut IndexState, previous: SymbolIndex, force_save: bool) {
-        let (index, report) = refresh::refresh(&self.repo, &self.config, previous);
-        if report.changed || force_save {
-            save(self.repo.root(), &index);
-        }
+        let (index, report) = refresh::refresh(&self.repo, &self.config, previous, force_save);
         if let Some(watch) = state.watcher.as_mut() {
             watch.sync_dirs(&report.dirs);
         }
@@ -212,15 +227,6 @@ impl Workspace {
         }
         state.index = Some(index);
         state.report = report;
-    }
-}
-
-/// Stores the index; a failure is logged (the index is derived data, rebuilt next time).
-fn save(root: &Path, index: &SymbolIndex) {
-    let started = std::time::Instant::now();
-    match store::save(root, index.files()) {
-        Ok(()) => tracing::debug!("index saved in {:?}", started.elapsed()),
-        Err(e) => tracing::warn!("could not save the symbol index: {e}"),
     }
 }
 

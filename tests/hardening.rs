@@ -128,7 +128,14 @@ async fn nested_definitions_give_bounded_answers() {
     assert_eq!(defs["total"], 64);
     let symbols = ok(&client, "get_symbols", json!({"path": "src/deep.rs"})).await;
     assert!(symbols["note"].as_str().unwrap().contains("left out"), "{symbols}");
-    let index = std::fs::metadata(root.join(".code-intel/index/symbols.bin")).unwrap().len();
+    // The server builds the index in the background; wait for it.
+    let stored = root.join(".code-intel/index/symbols.idx");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !stored.exists() {
+        assert!(std::time::Instant::now() < deadline, "the index was never stored");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let index = std::fs::metadata(&stored).unwrap().len();
     assert!(index < 4 * 1024 * 1024, "the index is {index} bytes");
     // Wide instead of deep: many definitions page through next_offset under the cap.
     let wide: String = (0..6_000).map(|i| format!("fn function_number_{i}() {{ let x = {i}; }}\n")).collect();

@@ -220,8 +220,6 @@ fn check(ws: &Workspace, root: &std::path::Path, case: &Case) -> Result<(), Stri
 /// can matter (the fast path), and that answer is the one the full index gives.
 #[test]
 fn the_fast_path_answers_what_the_full_index_answers() {
-    use git_code_intel::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
-    use git_code_intel::tools::symbols::{GetSymbolsParams, get_symbols};
     use serde_json::Value;
 
     let repo = common::fixture_repo("langs");
@@ -229,50 +227,6 @@ fn the_fast_path_answers_what_the_full_index_answers() {
     // Something the fast path must pass over as the index does: a binary "source" file.
     std::fs::write(root.join("blob.rs"), b"fn helper() {}\0\x01\x02").unwrap();
     common::copy_dir(&common::fixtures().join("project"), &root.join("project"));
-
-    /// Every lookup's JSON, with the `fast_path` field taken out (and returned on its own).
-    fn answers(ws: &Workspace, root: &std::path::Path) -> (Vec<Value>, Vec<Value>) {
-        let mut out = Vec::new();
-        let mut words: Vec<String> = vec!["helper".into(), "help".into(), "GREET".into()];
-        for case in CASES {
-            words
-                .extend([case.class, case.method, case.caller].iter().filter(|w| !w.is_empty()).map(|w| w.to_string()));
-        }
-        words.sort();
-        words.dedup();
-        for w in &words {
-            for exact in [true, false] {
-                let p =
-                    FindDefinitionsParams { symbol: Some(w.clone()), exact_match: Some(exact), ..Default::default() };
-                out.push(serde_json::to_value(find_definitions(ws, p).unwrap()).unwrap());
-            }
-            let p = FindReferencesParams { symbol: Some(w.clone()), ..Default::default() };
-            out.push(serde_json::to_value(find_references(ws, p).unwrap()).unwrap());
-        }
-        let mut files: Vec<String> = CASES.iter().map(|c| c.file.to_owned()).collect();
-        for entry in walkdir(root.join("project")) {
-            files.push(entry.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"));
-        }
-        for file in files.iter().map(String::as_str).chain(["project", "blob.rs"]) {
-            let p = GetSymbolsParams { path: Some(file.into()), ..Default::default() };
-            out.push(serde_json::to_value(get_symbols(ws, p).unwrap()).unwrap());
-        }
-        for file in files.iter().filter(|f| root.join(f).is_file()) {
-            let p = AnalyzeImpactParams { target_files: Some(TargetFiles::One(file.clone())), ..Default::default() };
-            out.push(serde_json::to_value(analyze_impact(ws, p).unwrap()).unwrap());
-        }
-        let fast = out.iter_mut().filter_map(|v| v.as_object_mut()?.remove("fast_path")).collect();
-        (out, fast)
-    }
-    fn walkdir(dir: std::path::PathBuf) -> Vec<std::path::PathBuf> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() { out.extend(walkdir(p)) } else { out.push(p) }
-        }
-        out.sort();
-        out
-    }
 
     // A one-shot workspace with no index: every answer comes from the fast path, and nothing
     // is written.
@@ -295,4 +249,124 @@ fn the_fast_path_answers_what_the_full_index_answers() {
     for (f, i) in fast.iter().zip(&full) {
         assert_eq!(f, i, "the fast path and the index disagree");
     }
+}
+
+/// Every lookup's JSON, with the `fast_path` field taken out (and returned on its own).
+fn answers(ws: &Workspace, root: &std::path::Path) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    use git_code_intel::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
+    use git_code_intel::tools::symbols::{GetSymbolsParams, get_symbols};
+    let mut out = Vec::new();
+    let mut words: Vec<String> = vec!["helper".into(), "help".into(), "GREET".into()];
+    for case in CASES {
+        words.extend([case.class, case.method, case.caller].iter().filter(|w| !w.is_empty()).map(|w| w.to_string()));
+    }
+    words.sort();
+    words.dedup();
+    for w in &words {
+        for exact in [true, false] {
+            let p = FindDefinitionsParams { symbol: Some(w.clone()), exact_match: Some(exact), ..Default::default() };
+            out.push(serde_json::to_value(find_definitions(ws, p).unwrap()).unwrap());
+        }
+        let p = FindReferencesParams { symbol: Some(w.clone()), ..Default::default() };
+        out.push(serde_json::to_value(find_references(ws, p).unwrap()).unwrap());
+    }
+    let mut files: Vec<String> = CASES.iter().map(|c| c.file.to_owned()).collect();
+    for entry in walkdir(root.join("project")) {
+        files.push(entry.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"));
+    }
+    for file in files.iter().map(String::as_str).chain(["project", "blob.rs"]).filter(|f| root.join(f).exists()) {
+        let p = GetSymbolsParams { path: Some(file.into()), ..Default::default() };
+        out.push(serde_json::to_value(get_symbols(ws, p).unwrap()).unwrap());
+    }
+    for file in files.iter().filter(|f| root.join(f).is_file()) {
+        let p = AnalyzeImpactParams { target_files: Some(TargetFiles::One(file.clone())), ..Default::default() };
+        out.push(serde_json::to_value(analyze_impact(ws, p).unwrap()).unwrap());
+    }
+    let fast = out.iter_mut().filter_map(|v| v.as_object_mut()?.remove("fast_path")).collect();
+    (out, fast)
+}
+fn walkdir(dir: std::path::PathBuf) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() { out.extend(walkdir(p)) } else { out.push(p) }
+    }
+    out.sort();
+    out
+}
+
+/// After edits, an incremental refresh (kept files' posting lists and blobs copied, changed
+/// ones parsed) answers exactly what an index rebuilt from nothing answers.
+#[test]
+fn an_incremental_refresh_answers_what_a_rebuild_answers() {
+    let repo = common::fixture_repo("langs");
+    let root = repo.path();
+    common::copy_dir(&common::fixtures().join("project"), &root.join("project"));
+    Workspace::open(root, false).unwrap().index_now(false);
+    let rs = root.join("sample.rs");
+    let text = std::fs::read_to_string(&rs).unwrap();
+    std::fs::write(&rs, format!("{text}\nfn helper_two() {{ helper(3); }}\n")).unwrap();
+    std::fs::remove_file(root.join("sample.py")).unwrap();
+    std::fs::write(
+        root.join("project/src/extra.py"),
+        "from auth import login\n\ndef helper():\n    return login(1, 2)\n",
+    )
+    .unwrap();
+
+    let incremental = Workspace::open(root, false).unwrap();
+    let (after_edit, _) = answers(&incremental, root);
+    let rebuilt = Workspace::open(root, false).unwrap();
+    rebuilt.index_now(true);
+    let (from_scratch, _) = answers(&rebuilt, root);
+    assert_eq!(after_edit.len(), from_scratch.len());
+    for (a, b) in after_edit.iter().zip(&from_scratch) {
+        assert_eq!(a, b, "the incremental index and the rebuilt one disagree");
+    }
+    let defs =
+        find_definitions(&rebuilt, FindDefinitionsParams { symbol: Some("helper".into()), ..Default::default() })
+            .unwrap();
+    let files: Vec<&str> = defs.definitions.iter().map(|d| d.file.as_str()).collect();
+    assert!(files.contains(&"project/src/extra.py") && !files.contains(&"sample.py"), "{files:?}");
+}
+
+/// A one-shot command trusts the stored index while its walk stamp holds (no walk), and sees
+/// every kind of change: a new file, an edited one, a changed .gitignore, a changed config.
+#[test]
+fn a_one_shot_lookup_skips_the_walk_while_nothing_changed_and_sees_every_change() {
+    let repo = common::fixture_repo("langs");
+    let root = repo.path();
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("sub/a.rs"), "fn in_sub() {}\n").unwrap();
+    Workspace::open(root, false).unwrap().index_now(false);
+    let stamp = root.join(".code-intel/index/walk.stamp");
+    let defs = |name: &str| -> Vec<String> {
+        let ws = Workspace::open(root, false).unwrap();
+        let out =
+            find_definitions(&ws, FindDefinitionsParams { symbol: Some(name.into()), ..Default::default() }).unwrap();
+        assert!(out.fast_path.is_none());
+        out.definitions.iter().map(|d| d.file.clone()).collect()
+    };
+    // Directories changed within a second of a walk (here: the root, by `.code-intel/` and the
+    // files just written) are not trusted by its stamp: the next lookup walks again once.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(defs("in_sub"), ["sub/a.rs"]);
+    let stamped = std::fs::metadata(&stamp).unwrap().modified().unwrap();
+    assert_eq!(defs("in_sub"), ["sub/a.rs"]);
+    assert_eq!(std::fs::metadata(&stamp).unwrap().modified().unwrap(), stamped, "fresh: no walk, no new stamp");
+
+    // A new file in a directory.
+    std::fs::write(root.join("sub/b.rs"), "fn in_sub() {}\n").unwrap();
+    assert_eq!(defs("in_sub"), ["sub/a.rs", "sub/b.rs"]);
+    // A file edited in place.
+    std::fs::write(root.join("sub/a.rs"), "fn renamed() {}\n").unwrap();
+    assert_eq!(defs("in_sub"), ["sub/b.rs"]);
+    // An ignore rule.
+    std::fs::write(root.join("sub/.gitignore"), "b.rs\n").unwrap();
+    assert_eq!(defs("in_sub"), Vec::<String>::new());
+    // The project's config.
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    std::fs::write(root.join(".code-intel/config.json"), r#"{"exclude_patterns": ["sub/**"]}"#).unwrap();
+    assert_eq!(defs("renamed"), Vec::<String>::new());
+    std::fs::remove_file(root.join(".code-intel/config.json")).unwrap();
+    assert_eq!(defs("renamed"), ["sub/a.rs"]);
 }

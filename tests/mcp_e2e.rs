@@ -320,7 +320,7 @@ async fn the_index_follows_edits_while_serving() {
         assert!(Instant::now() < deadline, "the background build never landed: {r}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(repo.path().join(".code-intel/index/symbols.bin").exists(), "index persisted");
+    assert!(repo.path().join(".code-intel/index/symbols.idx").exists(), "index persisted");
     assert!(
         std::process::Command::new("git")
             .args(["status", "--porcelain", "--ignored=no"])

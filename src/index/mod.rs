@@ -5,12 +5,12 @@
 //! - [`refresh`] brings it up to date with the work tree, re-parsing only changed files.
 //! - This module holds the in-memory form and its lookups.
 
+pub mod format;
 pub mod refresh;
 pub mod store;
 
-use std::collections::HashMap;
-
-type FoldHashMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -32,95 +32,237 @@ pub struct IndexedFile {
 /// (file index, symbol index within the file)
 pub type SymbolRef = (u32, u32);
 
-#[derive(Debug, Default)]
+/// The symbol index, read in place from its stored bytes ([`format`]): a memory map of
+/// `.code-intel/index/symbols.idx`, or a buffer when it was not stored. A file's syntax is
+/// decoded the first time a lookup needs it, so a lookup touches only the files it answers
+/// from.
+#[derive(Default)]
 pub struct SymbolIndex {
-    /// Sorted by `rel`.
-    files: Vec<IndexedFile>,
-    by_path: FoldHashMap<String, u32>,
-    defs_by_name: FoldHashMap<String, Vec<SymbolRef>>,
-    /// name -> files whose occurrences include it (file index, local name id)
-    refs_by_name: FoldHashMap<String, Vec<(u32, u32)>>,
+    opened: Option<format::Opened>,
+    decoded: Box<[OnceLock<IndexedFile>]>,
+    /// A posting list or a file failed its check while being read: the index must be rebuilt.
+    corrupt: AtomicBool,
+}
+
+impl std::fmt::Debug for SymbolIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SymbolIndex").field("files", &self.file_count()).finish()
+    }
+}
+
+/// A file's stored facts, without its syntax.
+#[derive(Debug, Clone, Copy)]
+pub struct FileMeta<'a> {
+    pub rel: &'a str,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub hash: [u8; 32],
+    pub lang: Lang,
 }
 
 impl SymbolIndex {
+    /// An index of `files`, in memory (the fast path's, and tests').
     pub fn from_files(mut files: Vec<IndexedFile>) -> SymbolIndex {
         files.sort_by(|a, b| a.rel.cmp(&b.rel));
-        let mut index = SymbolIndex { files, ..SymbolIndex::default() };
-        index.rebuild_lookups();
+        files.dedup_by(|a, b| a.rel == b.rel);
+        let sources: Vec<format::Source> = files.iter().map(IndexedFile::as_source).collect();
+        let mut buffer = std::io::Cursor::new(Vec::new());
+        if let Err(e) = format::write(&mut buffer, &sources, None, &[], &[]) {
+            tracing::warn!("could not build the index in memory: {e}");
+            return SymbolIndex::default();
+        }
+        drop(sources);
+        let Some(index) = SymbolIndex::open(format::Backing::Owned(buffer.into_inner())) else {
+            return SymbolIndex::default();
+        };
+        // The files are at hand: no need to decode them again.
+        for (cell, file) in index.decoded.iter().zip(files) {
+            let _ = cell.set(file);
+        }
         index
     }
 
-    fn rebuild_lookups(&mut self) {
-        self.by_path = self.files.iter().enumerate().map(|(i, f)| (f.rel.clone(), i as u32)).collect();
-        let mut defs: FoldHashMap<String, Vec<SymbolRef>> = FoldHashMap::default();
-        let mut refs: FoldHashMap<String, Vec<(u32, u32)>> = FoldHashMap::default();
-        for (fi, file) in self.files.iter().enumerate() {
-            for (si, sym) in file.syntax.symbols.iter().enumerate() {
-                match defs.get_mut(sym.name.as_str()) {
-                    Some(list) => list.push((fi as u32, si as u32)),
-                    None => {
-                        defs.insert(sym.name.clone(), vec![(fi as u32, si as u32)]);
-                    }
-                }
-            }
-            for (ni, name) in file.syntax.names.iter().enumerate() {
-                match refs.get_mut(name.as_str()) {
-                    Some(list) => list.push((fi as u32, ni as u32)),
-                    None => {
-                        refs.insert(name.clone(), vec![(fi as u32, ni as u32)]);
-                    }
-                }
-            }
+    /// Opens stored bytes; None when they fail any check.
+    pub fn open(backing: format::Backing) -> Option<SymbolIndex> {
+        let opened = format::open(backing)?;
+        let decoded = (0..opened.records.len()).map(|_| OnceLock::new()).collect();
+        Some(SymbolIndex { opened: Some(opened), decoded, corrupt: AtomicBool::new(false) })
+    }
+
+    pub(crate) fn opened(&self) -> Option<&format::Opened> {
+        self.opened.as_ref()
+    }
+
+    /// True when a check failed while reading: what was answered may be incomplete, and the
+    /// index must be rebuilt.
+    pub fn is_corrupt(&self) -> bool {
+        self.corrupt.load(Ordering::Relaxed)
+    }
+
+    fn mark_corrupt(&self, what: &str) {
+        if !self.corrupt.swap(true, Ordering::Relaxed) {
+            tracing::warn!("the symbol index is corrupt ({what}); rebuilding it");
         }
-        self.defs_by_name = defs;
-        self.refs_by_name = refs;
     }
 
-    pub fn files(&self) -> &[IndexedFile] {
-        &self.files
+    /// The stored checksum (of the header and tables); zeros for an empty index.
+    pub fn checksum(&self) -> [u8; 32] {
+        self.opened.as_ref().and_then(|o| o.bytes().get(8..40)?.try_into().ok()).unwrap_or([0; 32])
     }
 
-    pub fn into_files(self) -> Vec<IndexedFile> {
-        self.files
+    pub fn file_count(&self) -> usize {
+        self.opened.as_ref().map_or(0, |o| o.records.len())
+    }
+
+    /// Each file's stored facts, in path order, without decoding anything.
+    pub fn metas(&self) -> impl Iterator<Item = FileMeta<'_>> + '_ {
+        self.opened.iter().flat_map(|o| {
+            o.records.iter().map(move |r| FileMeta {
+                rel: o.rel(r),
+                size: r.size,
+                mtime_ns: r.mtime_ns,
+                hash: r.hash,
+                lang: r.lang,
+            })
+        })
+    }
+
+    /// Every file, decoding each as it comes.
+    pub fn files(&self) -> impl Iterator<Item = &IndexedFile> + '_ {
+        (0..self.file_count() as u32).map(|i| self.file_at(i))
     }
 
     pub fn file(&self, rel: &str) -> Option<&IndexedFile> {
-        self.by_path.get(rel).map(|&i| &self.files[i as usize])
+        let o = self.opened.as_ref()?;
+        let i = o.records.binary_search_by(|r| o.rel(r).cmp(rel)).ok()?;
+        Some(self.file_at(i as u32))
     }
 
+    /// The file with id `index` (ids come from this index's lookups).
     pub fn file_at(&self, index: u32) -> &IndexedFile {
-        &self.files[index as usize]
+        self.decoded[index as usize].get_or_init(|| self.decode(index))
+    }
+
+    fn decode(&self, index: u32) -> IndexedFile {
+        let Some(r) = self.opened.as_ref().and_then(|o| o.records.get(index as usize).map(|r| (o, r))) else {
+            self.mark_corrupt("a file id out of range");
+            return IndexedFile {
+                rel: String::new(),
+                size: 0,
+                mtime_ns: 0,
+                hash: [0; 32],
+                lang: Lang::ALL[0],
+                syntax: FileSyntax::default(),
+            };
+        };
+        let (o, r) = r;
+        let syntax = match o.blob(r).and_then(format::decode_syntax) {
+            Some(syntax) => syntax,
+            None => {
+                self.mark_corrupt(o.rel(r));
+                FileSyntax::default()
+            }
+        };
+        IndexedFile { rel: o.rel(r).to_owned(), size: r.size, mtime_ns: r.mtime_ns, hash: r.hash, lang: r.lang, syntax }
     }
 
     pub fn symbol(&self, r: SymbolRef) -> (&IndexedFile, &Symbol) {
-        let file = &self.files[r.0 as usize];
-        (file, &file.syntax.symbols[r.1 as usize])
+        let file = self.file_at(r.0);
+        match file.syntax.symbols.get(r.1 as usize) {
+            Some(symbol) => (file, symbol),
+            None => {
+                self.mark_corrupt(&file.rel);
+                (file, &MISSING)
+            }
+        }
     }
 
     pub fn symbol_count(&self) -> usize {
-        self.files.iter().map(|f| f.syntax.symbols.len()).sum()
+        self.opened.as_ref().map_or(0, |o| o.header.n_symbols as usize)
     }
 
-    /// Definitions named exactly `name`.
-    pub fn definitions_named(&self, name: &str) -> &[SymbolRef] {
-        self.defs_by_name.get(name).map(Vec::as_slice).unwrap_or(&[])
+    fn postings(&self, name: &str) -> Option<format::Postings<'_>> {
+        let o = self.opened.as_ref()?;
+        let offset = o.fst.get(name)?;
+        let list = o.postings(offset);
+        if list.is_none() {
+            self.mark_corrupt(name);
+        }
+        list
+    }
+
+    /// Definitions named exactly `name`, in file order.
+    pub fn definitions_named(&self, name: &str) -> Vec<SymbolRef> {
+        self.postings(name).map(|p| self.checked(p.defs())).unwrap_or_default()
     }
 
     /// Definitions whose name contains `needle`, ignoring case.
     pub fn definitions_containing(&self, needle: &str) -> Vec<SymbolRef> {
+        use fst::Streamer;
+        let Some(o) = self.opened.as_ref() else { return Vec::new() };
         let needle = needle.to_lowercase();
-        let mut out: Vec<SymbolRef> = self
-            .defs_by_name
-            .iter()
-            .filter(|(name, _)| name.to_lowercase().contains(&needle))
-            .flat_map(|(_, refs)| refs.iter().copied())
-            .collect();
+        let mut out = Vec::new();
+        let mut stream = o.fst.stream();
+        while let Some((key, offset)) = stream.next() {
+            let name = String::from_utf8_lossy(key);
+            if !name.to_lowercase().contains(&needle) {
+                continue;
+            }
+            match o.postings(offset) {
+                Some(list) => out.extend(self.checked(list.defs())),
+                None => self.mark_corrupt(&name),
+            }
+        }
         out.sort_unstable();
         out
     }
 
     /// Files with occurrences of `name`: (file index, local name id), in path order.
-    pub fn files_referencing(&self, name: &str) -> &[(u32, u32)] {
-        self.refs_by_name.get(name).map(Vec::as_slice).unwrap_or(&[])
+    pub fn files_referencing(&self, name: &str) -> Vec<(u32, u32)> {
+        self.postings(name).map(|p| self.checked(p.refs())).unwrap_or_default()
+    }
+
+    /// Pairs whose file id exists; any other marks the index corrupt.
+    fn checked(&self, pairs: impl Iterator<Item = (u32, u32)>) -> Vec<(u32, u32)> {
+        let n = self.file_count() as u32;
+        let mut out = Vec::new();
+        let mut out_of_range = false;
+        for (file, i) in pairs {
+            if file < n {
+                out.push((file, i));
+            } else {
+                out_of_range = true;
+            }
+        }
+        if out_of_range {
+            self.mark_corrupt("a posting names a file that is not there");
+        }
+        out
+    }
+}
+
+/// What a symbol lookup yields when the index is found corrupt mid-read.
+static MISSING: Symbol = Symbol {
+    name: String::new(),
+    kind: crate::syntax::SymbolKind::Variable,
+    line: 0,
+    end_line: 0,
+    column: 0,
+    scope: None,
+    signature: String::new(),
+    parent: None,
+    exported: false,
+};
+
+impl IndexedFile {
+    pub(crate) fn as_source(&self) -> format::Source<'_> {
+        format::Source::New {
+            rel: &self.rel,
+            size: self.size,
+            mtime_ns: self.mtime_ns,
+            hash: self.hash,
+            lang: self.lang,
+            syntax: &self.syntax,
+        }
     }
 }

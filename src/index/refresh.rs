@@ -9,7 +9,11 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::{IndexedFile, SymbolIndex};
+use std::ops::Not;
+use std::path::Path;
+
+use super::format::{self, Source};
+use super::{FileMeta, IndexedFile, SymbolIndex, store};
 use crate::config::Config;
 use crate::lang::Lang;
 use crate::repo::Repo;
@@ -66,9 +70,18 @@ enum Outcome {
     Unreadable,
 }
 
-/// Returns the refreshed index. `previous` is consumed so unchanged files move, not copy.
-pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIndex, RefreshReport) {
+/// Brings `previous` up to date with the work tree. When something changed (or `write`), the
+/// new index is stored (kept files' blobs and posting lists are copied, not decoded) and mapped;
+/// otherwise `previous` comes back as it was. Either way the walk stamp is stored, so a one-shot
+/// command can later tell the index is fresh without walking ([`is_fresh`]).
+pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, write: bool) -> (SymbolIndex, RefreshReport) {
     let started = Instant::now();
+    // Made before the walk: creating `.code-intel/` changes the root directory's time, which
+    // would make this walk's stamp distrust the root.
+    if let Err(e) = crate::derived::ensure_ignored_dir(&store::index_dir(repo.root())) {
+        tracing::debug!("index directory: {e}");
+    }
+    let walk_started = std::time::SystemTime::now();
     let walk = match walk::walk(repo, config, repo.root(), &WalkOptions::default()) {
         Ok(w) => w,
         Err(e) => {
@@ -85,16 +98,15 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
         .collect();
 
     tracing::debug!("index walk: {} candidates in {:?}", candidates.len(), started.elapsed());
-    let old_files = previous.into_files();
-    let old_by_path: HashMap<&str, u32> =
-        old_files.iter().enumerate().map(|(i, f)| (f.rel.as_str(), i as u32)).collect();
+    let old: Vec<FileMeta> = previous.metas().collect();
+    let old_by_path: HashMap<&str, u32> = old.iter().enumerate().map(|(i, f)| (f.rel, i as u32)).collect();
 
     let to_parse = candidates
         .iter()
         .filter(|(f, _)| {
             old_by_path
                 .get(f.rel.as_str())
-                .is_none_or(|&i| old_files[i as usize].size != f.size || old_files[i as usize].mtime_ns != f.mtime_ns)
+                .is_none_or(|&i| old[i as usize].size != f.size || old[i as usize].mtime_ns != f.mtime_ns)
         })
         .count();
     let show_progress = to_parse >= PROGRESS_THRESHOLD;
@@ -103,18 +115,17 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
     }
     let done = AtomicUsize::new(0);
     let step = (to_parse / 10).max(1);
-
     let outcomes: Vec<Outcome> = candidates
         .par_iter()
         .map(|(file, lang)| {
-            let old = old_by_path.get(file.rel.as_str()).copied();
-            if let Some(i) = old {
-                let o = &old_files[i as usize];
+            let before = old_by_path.get(file.rel.as_str()).copied();
+            if let Some(i) = before {
+                let o = &old[i as usize];
                 if o.size == file.size && o.mtime_ns == file.mtime_ns && o.lang == *lang {
                     return Outcome::Keep(i);
                 }
             }
-            let outcome = index_file(file, *lang, old.map(|i| (i, &old_files[i as usize])));
+            let outcome = index_file(file, *lang, before.map(|i| (i, &old[i as usize])));
             if show_progress {
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if n.is_multiple_of(step) {
@@ -128,45 +139,144 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex) -> (SymbolIn
 
     let mut report = RefreshReport { files: 0, too_large: walk.too_large, dirs: walk.dirs, ..RefreshReport::default() };
     report.too_large.retain(|(rel, _)| Lang::detect(rel.as_ref()).is_some());
-    let mut slots: Vec<Option<IndexedFile>> = old_files.into_iter().map(Some).collect();
-    let mut kept = vec![false; slots.len()];
-    let mut files = Vec::with_capacity(candidates.len());
-    for outcome in outcomes {
+    let mut old_ids: Vec<Option<u32>> = vec![None; old.len()];
+    let mut kept = 0;
+    for (new_id, outcome) in
+        outcomes.iter().filter(|o| matches!(o, Outcome::Keep(_) | Outcome::Touch(..) | Outcome::New(_))).enumerate()
+    {
         match outcome {
             Outcome::Keep(i) => {
-                kept[i as usize] = true;
-                if let Some(f) = slots[i as usize].take() {
-                    files.push(f);
-                }
+                old_ids[*i as usize] = Some(new_id as u32);
+                kept += 1;
             }
-            Outcome::Touch(i, mtime_ns) => {
-                kept[i as usize] = true;
-                if let Some(mut f) = slots[i as usize].take() {
-                    f.mtime_ns = mtime_ns;
-                    report.changed = true;
-                    files.push(f);
-                }
+            Outcome::Touch(i, _) => {
+                old_ids[*i as usize] = Some(new_id as u32);
+                kept += 1;
+                report.changed = true;
             }
-            Outcome::New(f) => {
+            Outcome::New(_) => {
                 report.parsed += 1;
                 report.changed = true;
-                files.push(*f);
             }
-            Outcome::Binary(rel) => report.binary.push(rel),
-            Outcome::Unreadable => {}
+            _ => {}
+        }
+        report.files += 1;
+    }
+    for outcome in &outcomes {
+        if let Outcome::Binary(rel) = outcome {
+            report.binary.push(rel.clone());
         }
     }
-    report.removed = kept.iter().filter(|k| !**k).count();
+    drop(old_by_path);
+    report.removed = old.len() - kept;
     if report.removed > 0 {
         report.changed = true;
     }
-    report.files = files.len();
+    let index = if report.changed || write {
+        let records = previous.opened().map(|o| o.records.as_slice()).unwrap_or(&[]);
+        let files: Vec<Source> = outcomes
+            .iter()
+            .filter_map(|outcome| match outcome {
+                Outcome::Keep(i) => Some(Source::Kept { record: records[*i as usize], rel: old[*i as usize].rel }),
+                Outcome::Touch(i, mtime_ns) => Some(Source::Kept {
+                    record: format::Record { mtime_ns: *mtime_ns, ..records[*i as usize] },
+                    rel: old[*i as usize].rel,
+                }),
+                Outcome::New(f) => Some(f.as_source()),
+                _ => None,
+            })
+            .collect();
+        let index = store::save(repo.root(), &files, &previous, &old_ids);
+        drop(files);
+        drop(old);
+        index
+    } else {
+        drop(old);
+        previous
+    };
+    store::save_stamp(repo.root(), &stamp(repo.root(), &report, &index, walk_started));
     if show_progress {
-        eprintln!("code-intel: symbol index ready ({} files)", files.len());
+        eprintln!("code-intel: symbol index ready ({} files)", report.files);
     }
-    let index = SymbolIndex::from_files(files);
-    tracing::debug!("index lookups built, {:?} since start", started.elapsed());
+    tracing::debug!("index stored and mapped, {:?} since start", started.elapsed());
     (index, report)
+}
+
+/// How long before the walk started a directory must have last changed to be trusted by the
+/// stamp: file systems stamp times from a coarse clock, so a change made during the walk can
+/// carry a time slightly before it.
+const STAMP_SLACK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The walk stamp: each directory walked and the ignore files that rule it, with their times.
+/// A directory changed within [`STAMP_SLACK`] of the walk is recorded as untrusted, so the next
+/// check walks again.
+fn stamp(
+    root: &Path,
+    report: &RefreshReport,
+    index: &SymbolIndex,
+    walk_started: std::time::SystemTime,
+) -> store::WalkStamp {
+    let dirs = &report.dirs;
+    let trusted_before = walk_started.checked_sub(STAMP_SLACK).map_or(i64::MIN, nanos);
+    let mut paths: Vec<(String, i64)> = Vec::with_capacity(dirs.len() * 3 + 2);
+    for dir in dirs {
+        let Ok(rel) = dir.strip_prefix(root) else { continue };
+        let rel = crate::repo::to_slash(rel);
+        let mtime = mtime_of(dir);
+        paths.push((rel.clone(), if mtime >= trusted_before { i64::MIN } else { mtime }));
+        for name in [".gitignore", ".ignore"] {
+            let file = if rel.is_empty() { name.to_owned() } else { format!("{rel}/{name}") };
+            let mtime = mtime_of(&root.join(&file));
+            paths.push((file, mtime));
+        }
+    }
+    let passed_over = report.binary.iter().chain(report.too_large.iter().map(|(rel, _)| rel));
+    for file in [".git/info/exclude", crate::config::CONFIG_PATH].into_iter().chain(passed_over.map(String::as_str)) {
+        paths.push((file.to_owned(), mtime_of(&root.join(file))));
+    }
+    paths.sort();
+    store::WalkStamp {
+        index_checksum: index.checksum(),
+        paths,
+        too_large: report.too_large.clone(),
+        binary: report.binary.clone(),
+    }
+}
+
+fn nanos(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// The modification time of `path` in nanoseconds, -1 when it does not exist.
+fn mtime_of(path: &Path) -> i64 {
+    std::fs::metadata(path).and_then(|m| m.modified()).map_or(-1, nanos)
+}
+
+/// True when nothing the index depends on changed since its stamp: every directory walked and
+/// every ignore file has the time it had, and every indexed file its size and time. One `stat`
+/// each, in parallel; no directory is listed. (A global git excludes file is not watched: after
+/// changing it, run `git code-intel index`.)
+pub fn is_fresh(root: &Path, index: &SymbolIndex, stamp: &store::WalkStamp) -> bool {
+    if stamp.index_checksum != index.checksum() || index.file_count() == 0 {
+        return false;
+    }
+    let changed =
+        stamp.paths.par_iter().find_any(|(rel, mtime)| *mtime == i64::MIN || mtime_of(&root.join(rel)) != *mtime);
+    if let Some((rel, _)) = changed {
+        tracing::debug!("index stamp: '{rel}' changed since the last walk");
+        return false;
+    }
+    let metas: Vec<FileMeta> = index.metas().collect();
+    let changed = metas.par_iter().find_any(|f| {
+        std::fs::metadata(root.join(f.rel))
+            .is_ok_and(|m| m.len() == f.size && m.modified().map_or(-1, nanos) == f.mtime_ns)
+            .not()
+    });
+    if let Some(f) = changed {
+        tracing::debug!("index stamp: '{}' changed since the last walk", f.rel);
+        return false;
+    }
+    true
 }
 
 /// Answers a lookup without the whole index: walks the tree as [`refresh`] does, keeps the
@@ -248,7 +358,7 @@ pub fn refresh_subset(repo: &Repo, config: &Config, lookup: &Lookup) -> (SymbolI
     (SymbolIndex::from_files(files), report)
 }
 
-fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &IndexedFile)>) -> Outcome {
+fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &FileMeta)>) -> Outcome {
     let Ok(bytes) = std::fs::read(&file.abs) else { return Outcome::Unreadable };
     if walk::looks_binary(&bytes) {
         return Outcome::Binary(file.rel.clone());

@@ -1,27 +1,44 @@
-//! On-disk form of the symbol index: `.code-intel/index/symbols.bin`.
+//! Where the symbol index lives: `.code-intel/index/symbols.idx` (the layout is in
+//! [`super::format`]), mapped into memory rather than read, and `walk.stamp`, what a one-shot
+//! command checks to know the index is fresh without walking the tree.
 //!
-//! Layout: an 8-byte magic with the format version, the postcard-encoded file list, and a
-//! 32-byte blake3 checksum of everything before it. A file that fails any check is treated as
-//! absent, so a corrupt or outdated index is rebuilt, never trusted.
+//! Both are written to a temporary file and renamed into place, so a killed process never leaves
+//! a half-written file; neither is fsynced (derived data: a torn file fails its checks and is
+//! rebuilt).
 
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use super::IndexedFile;
+use serde::{Deserialize, Serialize};
 
-const MAGIC: &[u8; 8] = b"GCISYM05";
+use super::SymbolIndex;
+use super::format::{self, Backing, Source};
+
 pub const INDEX_DIR: &str = ".code-intel/index";
-const INDEX_FILE: &str = "symbols.bin";
+const INDEX_FILE: &str = "symbols.idx";
+/// The index format before it was mapped (postcard, read whole): removed when found.
+const OLD_INDEX_FILE: &str = "symbols.bin";
+const STAMP_FILE: &str = "walk.stamp";
+const STAMP_MAGIC: &[u8; 8] = b"GCIWLK01";
 
 pub fn index_dir(repo_root: &Path) -> PathBuf {
     repo_root.join(INDEX_DIR)
 }
 
-/// Loads the stored files, or None when there is no usable index.
-pub fn load(repo_root: &Path) -> Option<Vec<IndexedFile>> {
-    let path = index_dir(repo_root).join(INDEX_FILE);
-    let bytes = std::fs::read(&path).ok()?;
-    match decode(&bytes) {
-        Some(files) => Some(files),
+pub fn index_path(repo_root: &Path) -> PathBuf {
+    index_dir(repo_root).join(INDEX_FILE)
+}
+
+/// Maps the stored index, or None when there is none or it fails a check.
+pub fn load(repo_root: &Path) -> Option<SymbolIndex> {
+    let path = index_path(repo_root);
+    let file = std::fs::File::open(&path).ok()?;
+    // SAFETY: the file is only ever replaced by a rename, never written in place, so the mapped
+    // bytes do not change under us; a process that truncated it by hand would get a SIGBUS, as
+    // with any mapped file.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    match SymbolIndex::open(Backing::Mapped(map)) {
+        Some(index) => Some(index),
         None => {
             tracing::warn!("{}: corrupt or from another version; rebuilding", path.display());
             None
@@ -29,61 +46,169 @@ pub fn load(repo_root: &Path) -> Option<Vec<IndexedFile>> {
     }
 }
 
-fn decode(bytes: &[u8]) -> Option<Vec<IndexedFile>> {
-    crate::derived::decode(bytes, MAGIC)
+/// Writes an index of `files` to disk and maps it. `previous` supplies the kept files' blobs
+/// and posting lists (`old_ids` maps its file ids to the new ones). When the index cannot be
+/// stored, it is built in memory instead, and the error is logged.
+pub fn save(repo_root: &Path, files: &[Source], previous: &SymbolIndex, old_ids: &[Option<u32>]) -> SymbolIndex {
+    let dir = index_dir(repo_root);
+    let path = dir.join(INDEX_FILE);
+    remove_orphans(&dir);
+    let written = crate::derived::ensure_ignored_dir(&dir).and_then(|()| {
+        let tmp = path.with_file_name(format!("{INDEX_FILE}.tmp.{}", std::process::id()));
+        let result = std::fs::File::create(&tmp).and_then(|file| {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            format::write(&mut out, files, previous.opened(), old_ids, &[])?;
+            out.into_inner().map_err(|e| e.into_error())?;
+            std::fs::rename(&tmp, &path)
+        });
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    });
+    let _ = std::fs::remove_file(dir.join(OLD_INDEX_FILE));
+    match written {
+        Ok(()) => {
+            if let Some(index) = load(repo_root) {
+                return index;
+            }
+            tracing::warn!("the symbol index just written does not read back; keeping it in memory");
+        }
+        Err(e) => tracing::warn!("could not save the symbol index: {e}"),
+    }
+    let mut buffer = std::io::Cursor::new(Vec::new());
+    match format::write(&mut buffer, files, previous.opened(), old_ids, &[]) {
+        Ok(()) => SymbolIndex::open(Backing::Owned(buffer.into_inner())).unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!("could not build the symbol index: {e}");
+            SymbolIndex::default()
+        }
+    }
 }
 
-/// Writes the index atomically (temporary file, then rename) so a killed process never leaves a
-/// half-written index behind. The directory git-ignores itself.
-///
-/// The file is streamed, checksummed on the way, and not fsynced: it is derived data, and if a
-/// power cut leaves it torn the checksum rejects it and it is rebuilt.
-pub fn save(repo_root: &Path, files: &[IndexedFile]) -> std::io::Result<()> {
+/// Removes temporary files that a killed process left behind (their process is gone); a live
+/// process's are left alone.
+fn remove_orphans(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.rsplit_once(".tmp.")).and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// What the last walk saw, so a one-shot command can tell the index is fresh by looking at
+/// each directory and file once (no directory listing, no ignore rules).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalkStamp {
+    /// The index this stamp vouches for: the blake3 of its header and tables.
+    pub index_checksum: [u8; 32],
+    /// Directories the walk entered, the ignore files that rule it, and the source files it
+    /// passed over (repository-relative), with their modification times (-1: absent).
+    pub paths: Vec<(String, i64)>,
+    /// What the walk passed over, as a refresh reports it: too large (with sizes), binary.
+    pub too_large: Vec<(String, u64)>,
+    pub binary: Vec<String>,
+}
+
+pub fn load_stamp(repo_root: &Path) -> Option<WalkStamp> {
+    let bytes = std::fs::read(index_dir(repo_root).join(STAMP_FILE)).ok()?;
+    crate::derived::decode(&bytes, STAMP_MAGIC)
+}
+
+pub fn save_stamp(repo_root: &Path, stamp: &WalkStamp) {
     let dir = index_dir(repo_root);
-    crate::derived::ensure_ignored_dir(&dir)?;
-    crate::derived::write(&dir.join(INDEX_FILE), MAGIC, files)
+    if let Err(e) = crate::derived::ensure_ignored_dir(&dir)
+        .and_then(|()| crate::derived::write(&dir.join(STAMP_FILE), STAMP_MAGIC, stamp))
+    {
+        tracing::warn!("could not save the walk stamp: {e}");
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::IndexedFile;
     use crate::lang::Lang;
     use crate::syntax;
 
     fn sample() -> Vec<IndexedFile> {
-        let src = b"fn alpha() { beta(); }\nfn beta() {}\n";
-        vec![IndexedFile {
-            rel: "src/lib.rs".into(),
-            size: src.len() as u64,
-            mtime_ns: 7,
-            hash: *blake3::hash(src).as_bytes(),
-            lang: Lang::Rust,
-            syntax: syntax::extract(Lang::Rust, src),
-        }]
+        let a = b"fn alpha() { beta(); }\nfn beta() {}\n";
+        let b = b"fn gamma() { alpha(); }\n";
+        [("src/lib.rs", &a[..]), ("src/other.rs", &b[..])]
+            .into_iter()
+            .map(|(rel, src)| IndexedFile {
+                rel: rel.into(),
+                size: src.len() as u64,
+                mtime_ns: 7,
+                hash: *blake3::hash(src).as_bytes(),
+                lang: Lang::Rust,
+                syntax: syntax::extract(Lang::Rust, src),
+            })
+            .collect()
+    }
+
+    fn stored(dir: &Path) -> SymbolIndex {
+        let files = sample();
+        let sources: Vec<Source> = files.iter().map(IndexedFile::as_source).collect();
+        save(dir, &sources, &SymbolIndex::default(), &[])
     }
 
     #[test]
-    fn round_trip() {
+    fn round_trip_through_the_mapped_file() {
         let dir = tempfile::tempdir().unwrap();
-        save(dir.path(), &sample()).unwrap();
+        stored(dir.path());
         let loaded = load(dir.path()).unwrap();
-        assert_eq!(loaded.len(), 1);
-        assert_eq!(loaded[0].syntax, sample()[0].syntax);
+        assert_eq!(loaded.file_count(), 2);
+        assert_eq!(loaded.file("src/lib.rs").unwrap().syntax, sample()[0].syntax);
+        assert_eq!(loaded.definitions_named("alpha"), vec![(0, 0)]);
+        assert_eq!(loaded.files_referencing("alpha").len(), 1);
+        assert_eq!(loaded.symbol_count(), 3);
         let ignore = std::fs::read_to_string(index_dir(dir.path()).join(".gitignore")).unwrap();
         assert!(ignore.lines().any(|l| l == "*"));
     }
 
     #[test]
-    fn corruption_is_detected() {
+    fn a_torn_or_foreign_file_is_never_trusted() {
         let dir = tempfile::tempdir().unwrap();
-        save(dir.path(), &sample()).unwrap();
-        let path = index_dir(dir.path()).join(INDEX_FILE);
-        let mut bytes = std::fs::read(&path).unwrap();
-        let mid = bytes.len() / 2;
-        bytes[mid] ^= 0xff;
-        std::fs::write(&path, &bytes).unwrap();
+        stored(dir.path());
+        let path = index_path(dir.path());
+        let good = std::fs::read(&path).unwrap();
+        // Torn: every shorter length is refused.
+        for cut in [0, 8, 40, format::HEADER_LEN, good.len() / 2, good.len() - 1] {
+            std::fs::write(&path, &good[..cut]).unwrap();
+            assert!(load(dir.path()).is_none(), "cut at {cut}");
+        }
+        // Foreign: another format's magic, or garbage.
+        let mut foreign = good.clone();
+        foreign[..8].copy_from_slice(b"GCISYM05");
+        std::fs::write(&path, &foreign).unwrap();
         assert!(load(dir.path()).is_none());
         std::fs::write(&path, b"garbage").unwrap();
         assert!(load(dir.path()).is_none());
+        // A flipped byte in the checksummed tables is refused at once.
+        let mut flipped = good.clone();
+        let last = flipped.len() - 3;
+        flipped[last] ^= 0xff;
+        std::fs::write(&path, &flipped).unwrap();
+        assert!(load(dir.path()).is_none());
+        // A flipped byte in a posting list or a blob is found when read, and marks the index
+        // corrupt (the workspace then rebuilds it).
+        for at in format::HEADER_LEN..format::HEADER_LEN + 64 {
+            let mut flipped = good.clone();
+            flipped[at] ^= 0x55;
+            std::fs::write(&path, &flipped).unwrap();
+            let index = load(dir.path()).expect("the tables still check out");
+            let _ = index.definitions_named("alpha");
+            let _ = index.files_referencing("beta");
+            let _ = index.definitions_named("gamma");
+            let _ = index.files().count();
+            assert!(index.is_corrupt(), "byte {at} flipped went unnoticed");
+        }
     }
 }

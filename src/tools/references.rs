@@ -114,7 +114,7 @@ pub fn occurrences(
     keep: impl Fn(&str, crate::lang::Lang) -> bool,
 ) -> Vec<(u32, Occurrence)> {
     let mut out = Vec::new();
-    for &(fi, name_id) in index.files_referencing(name) {
+    for (fi, name_id) in index.files_referencing(name) {
         let file = index.file_at(fi);
         if keep(&file.rel, file.lang) {
             out.extend(file.syntax.occurrences_of_id(name_id).iter().map(|o| (fi, *o)));
