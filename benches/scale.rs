@@ -103,10 +103,10 @@ pub fn run(bin: &Path, corpus: &Path) {
     }
     println!("geometric mean CLI / rg: {:.2} (target <= 3)", super::geomean(&cli_ratios));
 
-    println!("\n## scale: the full cold index (CLI `index`)");
+    println!("\n## scale: the full cold index (CLI `index --symbols-only`)");
     drop_index(corpus);
     let t = Instant::now();
-    let out = Command::new(bin).arg("--repo").arg(corpus).args(["--json", "index"]).stderr(Stdio::null()).output();
+    let out = Command::new(bin).arg("--repo").arg(corpus).args(["--json", "index", "--symbols-only"]).stderr(Stdio::null()).output();
     let cold = t.elapsed();
     let stats: Value = out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok()).unwrap_or_default();
     let size = std::fs::metadata(corpus.join(".code-intel/index/symbols.idx")).map_or(0, |m| m.len());

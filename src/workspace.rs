@@ -25,6 +25,10 @@ pub struct Workspace {
     pub semantic: std::sync::Arc<crate::semantic::service::Semantic>,
 }
 
+/// How much stored syntax a server keeps decoded between lookups (about three times as much
+/// memory once decoded).
+const DECODED_CACHE_BYTES: usize = 8 << 20;
+
 /// The index state, shared with the thread that builds the index in the background.
 #[derive(Default)]
 struct SharedIndex {
@@ -90,10 +94,16 @@ impl Workspace {
         if state.index.is_none() && !state.building {
             stored = store::load(self.repo.root());
             if stored.is_none() && *lookup != Lookup::All {
-                self.start_background_build(&mut state);
+                // Answer first, with both cores, then build the whole index in the background.
+                let started = self.watch && !std::mem::replace(&mut state.building, self.watch);
                 drop(state);
                 let (index, report) = refresh::refresh_subset(&self.repo, &self.config, lookup);
-                return f(&index, &report);
+                let answer = f(&index, &report);
+                drop(index);
+                if started {
+                    self.start_background_build();
+                }
+                return answer;
             }
         }
         if state.building {
@@ -140,6 +150,9 @@ impl Workspace {
         let empty = SymbolIndex::default();
         let answer = f(state.index.as_ref().unwrap_or(&empty), &state.report);
         if !state.index.as_ref().is_some_and(SymbolIndex::is_corrupt) {
+            if let Some(index) = state.index.as_mut() {
+                index.trim(DECODED_CACHE_BYTES);
+            }
             return answer;
         }
         // A posting list or a file failed its check while being read: rebuild from nothing and
@@ -151,12 +164,10 @@ impl Workspace {
 
     /// In the server, builds the whole index on a background thread and installs it when done;
     /// the watcher starts first, so what changes during the build is refreshed after it.
-    fn start_background_build(&self, state: &mut IndexState) {
-        if !self.watch {
-            return;
-        }
+    fn start_background_build(&self) {
+        let mut state = self.lock_index();
         state.watcher = TreeWatcher::start();
-        state.building = true;
+        drop(state);
         let shared = Arc::clone(&self.index);
         let (repo, config) = (self.repo.clone(), self.config.clone());
         let spawned = std::thread::Builder::new().name("index-build".into()).spawn(move || {
@@ -173,7 +184,9 @@ impl Workspace {
         });
         if let Err(e) = spawned {
             tracing::warn!("could not start building the index in the background: {e}");
+            let mut state = self.lock_index();
             state.building = false;
+            self.index.built.notify_all();
         }
     }
 }

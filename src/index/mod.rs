@@ -10,7 +10,7 @@ pub mod refresh;
 pub mod store;
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +40,8 @@ pub type SymbolRef = (u32, u32);
 pub struct SymbolIndex {
     opened: Option<format::Opened>,
     decoded: Box<[OnceLock<IndexedFile>]>,
+    /// Stored bytes of the files decoded so far (what [`SymbolIndex::trim`] bounds).
+    decoded_bytes: AtomicUsize,
     /// A posting list or a file failed its check while being read: the index must be rebuilt.
     corrupt: AtomicBool,
 }
@@ -86,7 +88,7 @@ impl SymbolIndex {
     pub fn open(backing: format::Backing) -> Option<SymbolIndex> {
         let opened = format::open(backing)?;
         let decoded = (0..opened.records.len()).map(|_| OnceLock::new()).collect();
-        Some(SymbolIndex { opened: Some(opened), decoded, corrupt: AtomicBool::new(false) })
+        Some(SymbolIndex { opened: Some(opened), decoded, decoded_bytes: AtomicUsize::new(0), corrupt: AtomicBool::new(false) })
     }
 
     pub(crate) fn opened(&self) -> Option<&format::Opened> {
@@ -143,6 +145,20 @@ impl SymbolIndex {
         self.decoded[index as usize].get_or_init(|| self.decode(index))
     }
 
+    /// Forgets the decoded files once they came from more than `max_bytes` of stored syntax,
+    /// and hands the memory back to the system: a long-running server keeps what repeated
+    /// lookups need, not every file it ever read.
+    pub fn trim(&mut self, max_bytes: usize) {
+        if *self.decoded_bytes.get_mut() <= max_bytes {
+            return;
+        }
+        for cell in self.decoded.iter_mut() {
+            cell.take();
+        }
+        *self.decoded_bytes.get_mut() = 0;
+        release_free_memory();
+    }
+
     fn decode(&self, index: u32) -> IndexedFile {
         let Some(r) = self.opened.as_ref().and_then(|o| o.records.get(index as usize).map(|r| (o, r))) else {
             self.mark_corrupt("a file id out of range");
@@ -156,6 +172,7 @@ impl SymbolIndex {
             };
         };
         let (o, r) = r;
+        self.decoded_bytes.fetch_add(r.blob.1 as usize, Ordering::Relaxed);
         let syntax = match o.blob(r).and_then(format::decode_syntax) {
             Some(syntax) => syntax,
             None => {
@@ -238,6 +255,16 @@ impl SymbolIndex {
             self.mark_corrupt("a posting names a file that is not there");
         }
         out
+    }
+}
+
+/// Returns freed heap pages to the system (glibc keeps them otherwise, and the process's
+/// resident size would stay at its peak).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
