@@ -11,7 +11,7 @@
 //! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]);
 //! - peak RSS on input built to exhaust memory ([`memory`]).
 //!
-//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`) runs only that
+//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`) runs only that
 //! part.
 
 #[path = "memory.rs"]
@@ -72,6 +72,7 @@ fn main() {
         Some("git") => return git_ops(&corpus),
         Some("memory") => return memory::run(&bin),
         Some("scale") => return scale::run(&bin, &corpus),
+        Some("share") => return scale::shared_forest(&bin, &corpus),
         _ => {}
     }
     println!("\n## search_text vs rg (median of 5, output written to a file)");
@@ -169,6 +170,7 @@ fn main() {
     println!("p50 {:.1} ms (target < 30 ms)", ms(pct(&mut spawns, 50)));
 
     semantic::run(&corpus);
+    scale::shared_forest(&bin, &corpus);
 
     memory::run(&bin);
 }

@@ -106,7 +106,12 @@ pub fn run(bin: &Path, corpus: &Path) {
     println!("\n## scale: the full cold index (CLI `index --symbols-only`)");
     drop_index(corpus);
     let t = Instant::now();
-    let out = Command::new(bin).arg("--repo").arg(corpus).args(["--json", "index", "--symbols-only"]).stderr(Stdio::null()).output();
+    let out = Command::new(bin)
+        .arg("--repo")
+        .arg(corpus)
+        .args(["--json", "index", "--symbols-only"])
+        .stderr(Stdio::null())
+        .output();
     let cold = t.elapsed();
     let stats: Value = out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok()).unwrap_or_default();
     let size = std::fs::metadata(corpus.join(".code-intel/index/symbols.idx")).map_or(0, |m| m.len());
@@ -181,6 +186,77 @@ pub fn run(bin: &Path, corpus: &Path) {
         field("RssFile:"),
         field("VmHWM:")
     );
+}
+
+/// A teammate's fresh clone that fetched the shared Forest, against embedding from scratch:
+/// both through the CLI, on the sources of `regex-syntax` (over 2,000 chunks).
+pub fn shared_forest(bin: &Path, corpus: &Path) {
+    println!("\n## scale: a fresh clone with the shared Forest, against embedding from scratch");
+    let work = std::env::temp_dir().join("code-intel-bench-share");
+    let _ = std::fs::remove_dir_all(&work);
+    let (origin, remote, clone) = (work.join("origin"), work.join("remote.git"), work.join("clone"));
+    std::fs::create_dir_all(&origin).unwrap();
+    let source = std::fs::read_dir(corpus)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("regex-syntax-")))
+        .max()
+        .expect("regex-syntax in the corpus");
+    let git = |dir: &Path, args: &[&str]| {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?}");
+    };
+    let _ = Command::new("cp").arg("-a").arg(source.join("src")).arg(origin.join("src")).status();
+    git(&origin, &["init", "-q", "-b", "main"]);
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-q", "-m", "sources"]);
+    std::fs::create_dir_all(&remote).unwrap();
+    git(&remote, &["init", "-q", "--bare"]);
+    git(&origin, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    git(&origin, &["push", "-q", "origin", "main"]);
+    let cli = |dir: &Path, args: &[&str]| -> (Duration, Value) {
+        let t = Instant::now();
+        let out = Command::new(bin).arg("--json").args(args).current_dir(dir).stderr(Stdio::null()).output().unwrap();
+        (t.elapsed(), serde_json::from_slice(&out.stdout).unwrap_or(Value::Null))
+    };
+    let (scratch, index) = cli(&origin, &["index"]);
+    let (push, pushed) = cli(&origin, &["forest", "push"]);
+    git(&work, &["clone", "-q", "-b", "main", remote.to_str().unwrap(), clone.to_str().unwrap()]);
+    let (fetch, fetched) = cli(&clone, &["forest", "fetch"]);
+    let (sync, synced) = cli(&clone, &["index"]);
+    let shared = fetch + sync;
+    let ref_size: u64 = {
+        let out = Command::new("git").args(["count-objects", "-v"]).current_dir(&remote).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("size-pack: ").or_else(|| l.strip_prefix("size: ")))
+            .filter_map(|v| v.trim().parse::<u64>().ok())
+            .sum()
+    };
+    println!(
+        "from scratch: {:.1} s ({} chunks embedded)   push: {:.1} s ({} vectors)   clone: fetch {:.1} s + sync {:.1} s ({} embedded, {} from the cache) = {:.1} s   ratio {:.3} (target <= 0.10); remote holds {} KB in all",
+        scratch.as_secs_f64(),
+        index["forest"]["embedded"],
+        push.as_secs_f64(),
+        pushed["shared"],
+        fetch.as_secs_f64(),
+        sync.as_secs_f64(),
+        synced["forest"]["embedded"],
+        synced["forest"]["cache_hits"],
+        shared.as_secs_f64(),
+        shared.as_secs_f64() / scratch.as_secs_f64(),
+        ref_size
+    );
+    let _ = fetched;
+    let _ = std::fs::remove_dir_all(&work);
 }
 
 fn first_rust_file(corpus: &Path) -> std::path::PathBuf {

@@ -83,6 +83,10 @@ pub enum Command {
     Hook(HookCommand),
     /// Serve MCP over stdio until stdin closes.
     Serve,
+    /// Share the Forest's embeddings through refs/code-intel/forest, so a teammate's clone
+    /// embeds only what differs. Nothing is pushed or fetched unless asked here.
+    #[command(subcommand)]
+    Forest(ForestCommand),
     /// Build or refresh the symbol index and the Forest (semantic index) now, with progress on
     /// stderr, and print what they hold.
     Index {
@@ -263,7 +267,26 @@ pub enum MapCommand {
     },
 }
 
-/// Runs a tool subcommand and prints its result. Returns the process exit code.
+#[derive(Debug, Subcommand)]
+pub enum ForestCommand {
+    /// Sync the Forest, then write its embeddings (int8) into refs/code-intel/forest, merged
+    /// with what the ref already shares for the same model. No network.
+    Export,
+    /// Add the embeddings refs/code-intel/forest shares to this clone's cache (vectors of
+    /// another model are ignored, with a note). No network.
+    Import,
+    /// Export, then `git push <remote> refs/code-intel/forest`.
+    Push {
+        #[arg(long, default_value = "origin")]
+        remote: String,
+    },
+    /// `git fetch <remote> refs/code-intel/forest`, then import.
+    Fetch {
+        #[arg(long, default_value = "origin")]
+        remote: String,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum HookCommand {
     /// Claude Code PreToolUse: exit 2 blocks edits and shell writes the session does not allow.
@@ -332,6 +355,9 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         }
         Command::Init { force, share } => match crate::init::init(ws.repo.root(), force, share) {
             Ok(report) => {
+                if share {
+                    share_forest_at_init(ws);
+                }
                 if json {
                     println!("{}", serde_json::to_string(&report).unwrap_or_default());
                 } else {
@@ -396,6 +422,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             0
         }
         Command::Index { rebuild, symbols_only } => index(ws, rebuild, symbols_only, json),
+        Command::Forest(action) => forest(ws, action, json),
         Command::SemanticSearch { query, collection, n_results, target_feature } => emit(
             tools::semantic::semantic_search(ws, SemanticSearchParams { query, collection, n_results, target_feature }),
             json,
@@ -536,6 +563,74 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
 
 /// `git code-intel index`: the symbol index, then the Forest (when a model is installed), with
 /// the Forest's progress on stderr.
+/// `init --share`: the embeddings this clone already has go into refs/code-intel/forest, which
+/// the shared refspecs now carry with every `git push`. Nothing is embedded here.
+fn share_forest_at_init(ws: &Workspace) {
+    let loaded = match ws.semantic.available().then(|| ws.semantic.loaded()) {
+        Some(Ok(l)) => l,
+        _ => {
+            eprintln!("shared Forest: no embedding model here; `git code-intel forest push` shares it later");
+            return;
+        }
+    };
+    if loaded.cache.lock().map_or(true, |c| c.is_empty()) {
+        eprintln!("shared Forest: nothing embedded yet; run `git code-intel index`, then `git code-intel forest push`");
+        return;
+    }
+    match crate::semantic::share::export(ws.repo.root(), &loaded) {
+        Ok(r) => eprintln!("shared Forest: {} vectors in refs/code-intel/forest; `git push` carries them", r.shared),
+        Err(e) => eprintln!("shared Forest: not exported: {e}"),
+    }
+}
+
+/// `git code-intel forest …`: the shared Forest. The transport is git's own (`git push`,
+/// `git fetch`): gix has no push, and both run only on this explicit request.
+fn forest(ws: &Workspace, action: ForestCommand, json: bool) -> i32 {
+    use crate::semantic::share;
+    let loaded = match ws.semantic.loaded() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: semantic search is not available: {e}");
+            return 1;
+        }
+    };
+    let root = ws.repo.root();
+    let export = || -> Result<share::ShareReport, String> {
+        let generation = ws.index_generation();
+        ws.semantic.sync_now(&ws.repo, &ws.config, false, generation, &|_, _| {}).map_err(|e| e.to_string())?;
+        share::export(root, &loaded)
+    };
+    let git = |args: &[&str]| -> Result<(), String> {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+        if status.success() { Ok(()) } else { Err(format!("`git {}` failed", args.join(" "))) }
+    };
+    let spec = format!("+{0}:{0}", share::FOREST_REF);
+    let result = match action {
+        ForestCommand::Export => export(),
+        ForestCommand::Import => share::import(root, &loaded),
+        ForestCommand::Push { remote } => export().and_then(|r| git(&["push", "--quiet", &remote, &spec]).map(|()| r)),
+        ForestCommand::Fetch { remote } => {
+            git(&["fetch", "--quiet", &remote, &spec]).and_then(|()| share::import(root, &loaded))
+        }
+    };
+    match result {
+        Ok(report) => {
+            let text = if json { serde_json::to_string(&report).ok() } else { serde_yaml::to_string(&report).ok() };
+            println!("{}", text.unwrap_or_default().trim_end());
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
 fn index(ws: &Workspace, rebuild: bool, symbols_only: bool, json: bool) -> i32 {
     use std::io::IsTerminal;
     let started = std::time::Instant::now();

@@ -675,3 +675,59 @@ fn the_sync_embeds_recently_changed_files_first() {
     // Then the commit before it, in path order (the initial commit's files come after).
     assert!(first.iter().any(|f| f.starts_with("src/generated_0")), "{first:?}");
 }
+
+/// `forest push` shares the embeddings through refs/code-intel/forest on a real remote; a fresh
+/// clone that runs `forest fetch` embeds nothing that did not change, and ignores another
+/// model's vectors with a note.
+#[test]
+fn a_shared_forest_travels_and_another_models_is_ignored() {
+    let run = |root: &Path, args: &[&str]| -> Value {
+        let out = std::process::Command::new(BIN).args(["--json"]).args(args).current_dir(root).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    };
+    let remote = tempfile::tempdir().unwrap();
+    git(remote.path(), &["init", "-q", "--bare"]);
+    let repo = repo();
+    let root = repo.path();
+    git(root, &["remote", "add", "origin", remote.path().to_str().unwrap()]);
+    git(root, &["push", "-q", "origin", "main"]);
+    let pushed = run(root, &["forest", "push"]);
+    let shared = pushed["shared"].as_u64().unwrap();
+    assert!(shared > 10, "{pushed}");
+    // The ref went only where it was asked to: the remote has it, and nothing else moved.
+    let on_remote = git(remote.path(), &["rev-parse", "refs/code-intel/forest"]);
+    assert_eq!(on_remote.trim(), pushed["commit"].as_str().unwrap());
+
+    // A teammate's fresh clone.
+    let clone_parent = tempfile::tempdir().unwrap();
+    let clone = clone_parent.path().join("clone");
+    let cloned = std::process::Command::new("git")
+        .args(["clone", "-q", "-b", "main", remote.path().to_str().unwrap(), clone.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(cloned.success());
+    assert!(
+        std::process::Command::new("git")
+            .args(["rev-parse", "-q", "--verify", "refs/code-intel/forest"])
+            .current_dir(&clone)
+            .output()
+            .unwrap()
+            .stdout
+            .is_empty(),
+        "a plain clone does not fetch the shared Forest"
+    );
+    let fetched = run(&clone, &["forest", "fetch"]);
+    assert_eq!(fetched["imported"].as_u64(), Some(shared), "{fetched}");
+    let index = run(&clone, &["index"]);
+    let forest = &index["forest"];
+    assert_eq!(forest["embedded"], 0, "every chunk came from the shared Forest: {index}");
+    assert!(forest["cache_hits"].as_u64().unwrap() > 0, "{index}");
+
+    // The clone uses the fp32 model: the shared int8 vectors are not its own.
+    std::fs::create_dir_all(clone.join(".code-intel")).unwrap();
+    std::fs::write(clone.join(".code-intel/config.json"), json!({"embedding_model": FP32_MODEL}).to_string()).unwrap();
+    let other = run(&clone, &["forest", "import"]);
+    assert_eq!(other["imported"], 0, "{other}");
+    assert!(other["note"].as_str().unwrap().contains("another model"), "{other}");
+}

@@ -88,7 +88,12 @@ impl SymbolIndex {
     pub fn open(backing: format::Backing) -> Option<SymbolIndex> {
         let opened = format::open(backing)?;
         let decoded = (0..opened.records.len()).map(|_| OnceLock::new()).collect();
-        Some(SymbolIndex { opened: Some(opened), decoded, decoded_bytes: AtomicUsize::new(0), corrupt: AtomicBool::new(false) })
+        Some(SymbolIndex {
+            opened: Some(opened),
+            decoded,
+            decoded_bytes: AtomicUsize::new(0),
+            corrupt: AtomicBool::new(false),
+        })
     }
 
     pub(crate) fn opened(&self) -> Option<&format::Opened> {

@@ -83,6 +83,11 @@ impl EmbeddingCache {
         self.vectors.get(slot * self.dim..(slot + 1) * self.dim)
     }
 
+    /// Every vector held, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &[f32])> + '_ {
+        self.slots.iter().map(|(key, slot)| (key, &self.vectors[slot * self.dim..(slot + 1) * self.dim]))
+    }
+
     pub fn insert(&mut self, key: Key, vector: &[f32]) {
         if vector.len() != self.dim || self.slots.contains_key(&key) {
             return;

@@ -6,6 +6,7 @@
 //! - [`map`]: learned success patterns in `refs/code-intel/map`; [`learning`]: what a successful
 //!   session teaches it.
 //! - [`service`]: one repository's semantic state (lazy model, background sync, Map index).
+//! - [`share`]: the embedding cache shared through `refs/code-intel/forest`.
 
 pub mod cache;
 pub mod chunk;
@@ -15,5 +16,6 @@ pub mod learning;
 pub mod lexical;
 pub mod map;
 pub mod service;
+pub mod share;
 pub mod sync;
 pub mod vectors;

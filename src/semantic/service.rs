@@ -144,14 +144,17 @@ impl Semantic {
         };
         let cache = EmbeddingCache::open(&forest_dir(&self.root).join("embeddings.bin"), fingerprint, dim as usize);
         let model = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
-        Ok(Loaded {
+        let loaded = Loaded {
             embedder,
             model,
             fingerprint,
             forest_fingerprint,
             forest: RwLock::new(forest),
             cache: Mutex::new(cache),
-        })
+        };
+        // A shared Forest that arrived with a plain `git fetch` fills the cache once.
+        super::share::import_if_new(&self.root, &loaded);
+        Ok(loaded)
     }
 
     pub fn is_syncing(&self) -> bool {
