@@ -189,7 +189,7 @@ pub fn run(bin: &Path, corpus: &Path) {
 }
 
 /// A teammate's fresh clone that fetched the shared Forest, against embedding from scratch:
-/// both through the CLI, on the sources of `regex-syntax` (over 2,000 chunks).
+/// both through the CLI, on the sources of `regex-syntax` and `similar` (about 2,900 chunks).
 pub fn shared_forest(bin: &Path, corpus: &Path) {
     println!("\n## scale: a fresh clone with the shared Forest, against embedding from scratch");
     let work = std::env::temp_dir().join("code-intel-bench-share");
@@ -215,6 +215,15 @@ pub fn shared_forest(bin: &Path, corpus: &Path) {
         assert!(ok, "git {args:?}");
     };
     let _ = Command::new("cp").arg("-a").arg(source.join("src")).arg(origin.join("src")).status();
+    // And a second crate, for well over 2,000 chunks.
+    let similar = std::fs::read_dir(corpus)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("similar-")))
+        .max()
+        .expect("similar in the corpus");
+    let _ = Command::new("cp").arg("-a").arg(similar.join("src")).arg(origin.join("similar")).status();
     git(&origin, &["init", "-q", "-b", "main"]);
     git(&origin, &["add", "-A"]);
     git(&origin, &["commit", "-q", "-m", "sources"]);

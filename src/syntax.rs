@@ -223,47 +223,43 @@ enum NodeClass {
     Opaque,
 }
 
+/// Per language, built on first use of that language (one-shot commands pay only for the
+/// languages they parse).
 fn node_classes(lang: Lang) -> &'static [NodeClass] {
-    static TABLES: OnceLock<Vec<Vec<NodeClass>>> = OnceLock::new();
-    let tables = TABLES.get_or_init(|| {
-        Lang::ALL
-            .iter()
-            .map(|l| {
-                let grammar = l.grammar();
-                (0..grammar.node_kind_count() as u16)
-                    .map(|id| {
-                        let kind = grammar.node_kind_for_id(id).unwrap_or("");
-                        if !grammar.node_kind_is_named(id) {
-                            NodeClass::Other
-                        } else if kind.contains("comment")
-                            || kind.contains("string")
-                            || matches!(kind, "char_literal" | "character_literal" | "heredoc_body" | "regex")
-                        {
-                            NodeClass::Opaque
-                        } else if matches!(
-                            kind,
-                            "identifier"
-                                | "type_identifier"
-                                | "field_identifier"
-                                | "property_identifier"
-                                | "shorthand_property_identifier"
-                                | "shorthand_property_identifier_pattern"
-                                | "private_property_identifier"
-                                | "namespace_identifier"
-                                | "package_identifier"
-                                | "constant"
-                                | "name"
-                        ) {
-                            NodeClass::Identifier
-                        } else {
-                            NodeClass::Other
-                        }
-                    })
-                    .collect()
+    static TABLES: [OnceLock<Vec<NodeClass>>; Lang::ALL.len()] = [const { OnceLock::new() }; Lang::ALL.len()];
+    TABLES[lang as usize].get_or_init(|| {
+        let grammar = lang.grammar();
+        (0..grammar.node_kind_count() as u16)
+            .map(|id| {
+                let kind = grammar.node_kind_for_id(id).unwrap_or("");
+                if !grammar.node_kind_is_named(id) {
+                    NodeClass::Other
+                } else if kind.contains("comment")
+                    || kind.contains("string")
+                    || matches!(kind, "char_literal" | "character_literal" | "heredoc_body" | "regex")
+                {
+                    NodeClass::Opaque
+                } else if matches!(
+                    kind,
+                    "identifier"
+                        | "type_identifier"
+                        | "field_identifier"
+                        | "property_identifier"
+                        | "shorthand_property_identifier"
+                        | "shorthand_property_identifier_pattern"
+                        | "private_property_identifier"
+                        | "namespace_identifier"
+                        | "package_identifier"
+                        | "constant"
+                        | "name"
+                ) {
+                    NodeClass::Identifier
+                } else {
+                    NodeClass::Other
+                }
             })
             .collect()
-    });
-    &tables[lang as usize]
+    })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -276,29 +272,23 @@ enum Role {
 }
 
 fn capture_roles(lang: Lang) -> &'static [Role] {
-    static ROLES: OnceLock<Vec<Vec<Role>>> = OnceLock::new();
-    let roles = ROLES.get_or_init(|| {
-        Lang::ALL
+    static ROLES: [OnceLock<Vec<Role>>; Lang::ALL.len()] = [const { OnceLock::new() }; Lang::ALL.len()];
+    ROLES[lang as usize].get_or_init(|| {
+        lang.query()
+            .capture_names()
             .iter()
-            .map(|l| {
-                l.query()
-                    .capture_names()
-                    .iter()
-                    .map(|name| match *name {
-                        "name" => Role::Name,
-                        "scope" => Role::Scope,
-                        "import" => Role::Import,
-                        other => other
-                            .strip_prefix("definition.")
-                            .and_then(SymbolKind::from_name)
-                            .map(Role::Definition)
-                            .unwrap_or(Role::Ignored),
-                    })
-                    .collect()
+            .map(|name| match *name {
+                "name" => Role::Name,
+                "scope" => Role::Scope,
+                "import" => Role::Import,
+                other => other
+                    .strip_prefix("definition.")
+                    .and_then(SymbolKind::from_name)
+                    .map(Role::Definition)
+                    .unwrap_or(Role::Ignored),
             })
             .collect()
-    });
-    &roles[lang as usize]
+    })
 }
 
 thread_local! {
@@ -354,15 +344,25 @@ struct Scan<'t> {
 
 /// Extracts everything the index keeps about one file.
 pub fn extract(lang: Lang, source: &[u8]) -> FileSyntax {
+    extract_with(lang, source, true)
+}
+
+/// Extracts the definitions and imports only (no identifier occurrences): what a definition
+/// lookup needs, for less work. The definitions are exactly [`extract`]'s.
+pub fn extract_definitions(lang: Lang, source: &[u8]) -> FileSyntax {
+    extract_with(lang, source, false)
+}
+
+fn extract_with(lang: Lang, source: &[u8], references: bool) -> FileSyntax {
     let line_count = count_lines(source);
     let Some(tree) = parse(lang, source) else {
         return FileSyntax { line_count, parse_stopped: true, has_errors: true, ..FileSyntax::default() };
     };
     let root = tree.root_node();
-    let mut scan = scan(lang, root, source);
+    let mut scan = scan(lang, root, source, references);
     let symbols_left_out = bound_definitions(&mut scan.defs);
     let symbols = build_symbols(lang, &scan.defs, source);
-    let (names, refs) = resolve_references(&scan, &symbols, source);
+    let (names, refs) = if references { resolve_references(&scan, &symbols, source) } else { Default::default() };
     FileSyntax {
         symbols,
         names,
@@ -398,7 +398,7 @@ fn bound_definitions(defs: &mut Vec<RawDef>) -> u32 {
 /// Walks the tree once. Identifier leaves are collected everywhere except inside comments and
 /// strings; the definition query runs only at nodes where one of its patterns can start, so the
 /// tree is traversed once rather than once for the query and once for the references.
-fn scan<'t>(lang: Lang, root: Node<'t>, source: &[u8]) -> Scan<'t> {
+fn scan<'t>(lang: Lang, root: Node<'t>, source: &[u8], references: bool) -> Scan<'t> {
     let classes = node_classes(lang);
     let roots = lang.pattern_roots();
     let mut matcher = DefMatcher::new(lang);
@@ -411,7 +411,7 @@ fn scan<'t>(lang: Lang, root: Node<'t>, source: &[u8]) -> Scan<'t> {
             matcher.run_at(node, source);
         }
         let class = classes.get(kind).copied().unwrap_or(NodeClass::Other);
-        if class == NodeClass::Identifier && node.child_count() == 0 {
+        if references && class == NodeClass::Identifier && node.child_count() == 0 {
             let pos = node.start_position();
             idents.push(Ident {
                 start: node.start_byte(),

@@ -44,6 +44,8 @@ pub enum Lookup {
     All,
     /// The files whose bytes contain one of these words; `ignore_case` for substring lookups.
     Words { words: Vec<String>, ignore_case: bool },
+    /// Like `Words`, for a lookup of definitions only: identifier occurrences are not extracted.
+    Definitions { words: Vec<String>, ignore_case: bool },
     /// The source files at or under these repository-relative paths.
     Paths(Vec<String>),
 }
@@ -286,7 +288,7 @@ pub fn is_fresh(root: &Path, index: &SymbolIndex, stamp: &store::WalkStamp) -> b
 pub fn refresh_subset(repo: &Repo, config: &Config, lookup: &Lookup) -> (SymbolIndex, RefreshReport) {
     let sources = config.source_prefixes(repo.root());
     let matcher = match lookup {
-        Lookup::Words { words, ignore_case } => {
+        Lookup::Words { words, ignore_case } | Lookup::Definitions { words, ignore_case } => {
             let alternation: Vec<String> = words.iter().map(|w| regex::escape(w)).collect();
             match grep_regex::RegexMatcherBuilder::new().case_insensitive(*ignore_case).build(&alternation.join("|")) {
                 Ok(m) => Some(m),
@@ -323,15 +325,7 @@ pub fn refresh_subset(repo: &Repo, config: &Config, lookup: &Lookup) -> (SymbolI
             {
                 return;
             }
-            let indexed = IndexedFile {
-                size: bytes.len() as u64,
-                mtime_ns: file.mtime_ns,
-                hash: *blake3::hash(&bytes).as_bytes(),
-                lang,
-                syntax: syntax::extract(lang, &bytes),
-                rel: file.rel,
-            };
-            found.lock().unwrap_or_else(|p| p.into_inner()).push(indexed);
+            found.lock().unwrap_or_else(|p| p.into_inner()).push((file, lang, bytes));
         });
         match walked {
             Ok(w) => report.too_large.extend(w.too_large),
@@ -343,14 +337,32 @@ pub fn refresh_subset(repo: &Repo, config: &Config, lookup: &Lookup) -> (SymbolI
     report.too_large.sort();
     report.binary = binary.into_inner().unwrap_or_else(|p| p.into_inner());
     report.binary.sort();
-    let files = found.into_inner().unwrap_or_else(|p| p.into_inner());
+    // Then parse, largest first so the two cores finish together.
+    let mut found = found.into_inner().unwrap_or_else(|p| p.into_inner());
+    found.sort_unstable_by_key(|(_, _, bytes)| std::cmp::Reverse(bytes.len()));
+    let definitions_only = matches!(lookup, Lookup::Definitions { .. });
+    let files: Vec<IndexedFile> = found
+        .into_par_iter()
+        .map(|(file, lang, bytes)| IndexedFile {
+            size: bytes.len() as u64,
+            mtime_ns: file.mtime_ns,
+            hash: *blake3::hash(&bytes).as_bytes(),
+            lang,
+            syntax: if definitions_only {
+                syntax::extract_definitions(lang, &bytes)
+            } else {
+                syntax::extract(lang, &bytes)
+            },
+            rel: file.rel,
+        })
+        .collect();
     report.files = files.len();
     report.parsed = files.len();
     report.fast_path = Some(FastPath {
         parsed: files.len(),
         source_files: seen.into_inner(),
         by: match lookup {
-            Lookup::Words { words, .. } => words.join(", "),
+            Lookup::Words { words, .. } | Lookup::Definitions { words, .. } => words.join(", "),
             Lookup::Paths(paths) => paths.join(", "),
             Lookup::All => String::new(),
         },

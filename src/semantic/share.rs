@@ -85,8 +85,11 @@ fn dequantize(scale: f32, q: &[u8]) -> Vec<f32> {
     v
 }
 
+/// Shared vectors by key: (scale, int8 values).
+type Shared = BTreeMap<Key, (f32, Vec<u8>)>;
+
 /// The shared vectors at `commit`: its manifest and (key -> scale, int8 bytes).
-fn read(repo: &gix::Repository, commit: ObjectId) -> Result<(Manifest, BTreeMap<Key, (f32, Vec<u8>)>), String> {
+fn read(repo: &gix::Repository, commit: ObjectId) -> Result<(Manifest, Shared), String> {
     let tree = repo.find_commit(commit).map_err(git_error)?.tree().map_err(git_error)?;
     let manifest_blob = tree
         .find_entry("FOREST")
@@ -126,7 +129,7 @@ pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
     let fingerprint = hex(&loaded.fingerprint);
     let dim = loaded.embedder.dimension;
     let tip = crate::gitlog::tip(&repo, FOREST_REF).map_err(git_error)?;
-    let mut records: BTreeMap<Key, (f32, Vec<u8>)> = BTreeMap::new();
+    let mut records: Shared = BTreeMap::new();
     let mut note = None;
     if let Some(tip) = tip {
         match read(&repo, tip) {
@@ -252,7 +255,7 @@ pub fn import_if_new(root: &Path, loaded: &Loaded) {
     let Ok(repo) = gix::open(root) else { return };
     let Ok(Some(tip)) = crate::gitlog::tip(&repo, FOREST_REF) else { return };
     let seen = std::fs::read_to_string(super::forest::forest_dir(root).join(IMPORTED_TIP)).unwrap_or_default();
-    if seen.trim() == tip.to_string() {
+    if ObjectId::from_hex(seen.trim().as_bytes()).is_ok_and(|seen| seen == tip) {
         return;
     }
     match import(root, loaded) {

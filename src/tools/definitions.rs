@@ -47,7 +47,7 @@ pub fn find_definitions(ws: &Workspace, params: FindDefinitionsParams) -> ToolRe
     let language = ws.language_filter(params.language.as_deref())?;
     let exact = params.exact_match.unwrap_or(true);
     let offset = params.offset.unwrap_or(0);
-    let lookup = Lookup::Words { words: vec![symbol.to_owned()], ignore_case: !exact };
+    let lookup = Lookup::Definitions { words: vec![symbol.to_owned()], ignore_case: !exact };
     ws.with_index_for(&lookup, |index, report| {
         let refs = if exact { index.definitions_named(symbol).to_vec() } else { index.definitions_containing(symbol) };
         let mut defs: Vec<Definition> = refs
