@@ -11,7 +11,7 @@
 //! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]);
 //! - peak RSS on input built to exhaust memory ([`memory`]).
 //!
-//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`) runs only that
+//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`, `lookups`) runs only that
 //! part.
 
 #[path = "memory.rs"]
@@ -73,6 +73,7 @@ fn main() {
         Some("memory") => return memory::run(&bin),
         Some("scale") => return scale::run(&bin, &corpus),
         Some("share") => return scale::shared_forest(&bin, &corpus),
+        Some("lookups") => return warm_lookups(&corpus),
         _ => {}
     }
     println!("\n## search_text vs rg (median of 5, output written to a file)");
@@ -134,8 +135,28 @@ fn main() {
         floor.as_secs_f64() / ctags.as_secs_f64()
     );
 
+    warm_lookups(&corpus);
+
+    scale::run(&bin, &corpus);
+
+    git_ops(&corpus);
+
+    println!("\n## spawn to initialize reply (median of 20)");
+    let small = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut spawns: Vec<Duration> = (0..20).map(|_| spawn_to_initialize(&bin, small)).collect();
+    println!("p50 {:.1} ms (target < 30 ms)", ms(pct(&mut spawns, 50)));
+
+    semantic::run(&corpus);
+    scale::shared_forest(&bin, &corpus);
+
+    memory::run(&bin);
+}
+
+/// find_definitions / find_references on the warm in-process index (the server's case).
+fn warm_lookups(corpus: &Path) {
     println!("\n## warm lookups (in-process, index loaded and fresh)");
-    let ws = Workspace::open(&corpus, true).unwrap();
+    let ws = Workspace::open(corpus, true).unwrap();
+    ws.index_now(false);
     let _ = find_definitions(&ws, FindDefinitionsParams { symbol: Some("warmup".into()), ..Default::default() });
     let mut defs = Vec::new();
     let mut refs = Vec::new();
@@ -159,20 +180,6 @@ fn main() {
         ms(pct(&mut refs, 50)),
         ms(pct(&mut refs, 95))
     );
-
-    scale::run(&bin, &corpus);
-
-    git_ops(&corpus);
-
-    println!("\n## spawn to initialize reply (median of 20)");
-    let small = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut spawns: Vec<Duration> = (0..20).map(|_| spawn_to_initialize(&bin, small)).collect();
-    println!("p50 {:.1} ms (target < 30 ms)", ms(pct(&mut spawns, 50)));
-
-    semantic::run(&corpus);
-    scale::shared_forest(&bin, &corpus);
-
-    memory::run(&bin);
 }
 
 /// review_changes, the PRE_COMMIT commit and the MERGE on a 20k-file repository, against the git
