@@ -213,6 +213,10 @@ impl Workspace {
         while state.building {
             state = self.index.built.wait(state).unwrap_or_else(|p| p.into_inner());
         }
+        // A server's watcher starts before the walk, so what changes during it is seen after.
+        if self.watch && state.watcher.is_none() {
+            state.watcher = TreeWatcher::start();
+        }
         let previous = if rebuild {
             SymbolIndex::default()
         } else {
