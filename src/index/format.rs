@@ -23,7 +23,15 @@ use std::sync::Arc;
 use crate::lang::Lang;
 use crate::syntax::FileSyntax;
 
-pub const MAGIC: &[u8; 8] = b"GCISYM06";
+pub const MAGIC: &[u8; 8] = b"GCISYM07";
+/// Keys that start with this byte are not names: `IMPORT_KEY` + a word lists the files whose
+/// import statements contain that word (as a whole identifier), with the import's index.
+pub const IMPORT_KEY: char = '\u{1}';
+
+/// The whole identifiers (runs of alphanumerics and `_`) in an import statement's text.
+pub fn import_words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty())
+}
 const FIELDS: usize = 14;
 pub const HEADER_LEN: usize = 8 + 32 + FIELDS * 8;
 pub const RECORD_LEN: usize = 80;
@@ -315,17 +323,25 @@ pub fn write<W: Write + Seek>(
     out.write_all(&[0u8; HEADER_LEN])?;
 
     // Names of the new files, with new ids.
-    let mut fresh: BTreeMap<&str, (Pairs, Pairs)> = BTreeMap::new();
+    let mut fresh: BTreeMap<std::borrow::Cow<str>, (Pairs, Pairs)> = BTreeMap::new();
     let mut n_symbols = 0u64;
     for (id, f) in files.iter().enumerate() {
         match f {
             Source::New { syntax, .. } => {
                 n_symbols += syntax.symbols.len() as u64;
                 for (si, s) in syntax.symbols.iter().enumerate() {
-                    fresh.entry(s.name.as_str()).or_default().0.push((id as u32, si as u32));
+                    fresh.entry(s.name.as_str().into()).or_default().0.push((id as u32, si as u32));
                 }
                 for (ni, n) in syntax.names.iter().enumerate() {
-                    fresh.entry(n.as_str()).or_default().1.push((id as u32, ni as u32));
+                    fresh.entry(n.as_str().into()).or_default().1.push((id as u32, ni as u32));
+                }
+                for (ii, import) in syntax.imports.iter().enumerate() {
+                    for word in import_words(&import.text) {
+                        let list = &mut fresh.entry(format!("{IMPORT_KEY}{word}").into()).or_default().0;
+                        if list.last() != Some(&(id as u32, ii as u32)) {
+                            list.push((id as u32, ii as u32));
+                        }
+                    }
                 }
             }
             Source::Kept { .. } => {}

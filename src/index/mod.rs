@@ -226,6 +226,9 @@ impl SymbolIndex {
         let mut out = Vec::new();
         let mut stream = o.fst.stream();
         while let Some((key, offset)) = stream.next() {
+            if key.first() == Some(&(format::IMPORT_KEY as u8)) {
+                continue;
+            }
             let name = String::from_utf8_lossy(key);
             if !name.to_lowercase().contains(&needle) {
                 continue;
@@ -237,6 +240,20 @@ impl SymbolIndex {
         }
         out.sort_unstable();
         out
+    }
+
+    /// Files whose import statements contain `word` as a whole identifier, in path order.
+    pub fn files_importing(&self, word: &str) -> Vec<u32> {
+        let key = format!("{}{word}", format::IMPORT_KEY);
+        let mut files: Vec<u32> = self
+            .postings(&key)
+            .map(|p| self.checked(p.defs()))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
+        files.dedup();
+        files
     }
 
     /// Files with occurrences of `name`: (file index, local name id), in path order.

@@ -202,7 +202,14 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
                 // `from auth import`, `#include "auth.h"`, `require './auth'`.
                 let stem = module_stem(&target.file);
                 if stem.len() >= 3 {
-                    for file in index.files() {
+                    // The index lists, for each word, the files whose imports contain it; a stem
+                    // that is not one word is looked for in every file's imports.
+                    let candidates: Vec<u32> = if crate::index::format::import_words(&stem).eq([stem.as_str()]) {
+                        index.files_importing(&stem)
+                    } else {
+                        (0..index.file_count() as u32).collect()
+                    };
+                    for file in candidates.into_iter().map(|fi| index.file_at(fi)) {
                         if target_rels.iter().any(|t| t == &file.rel) {
                             continue;
                         }
