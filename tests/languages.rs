@@ -370,3 +370,27 @@ fn a_one_shot_lookup_skips_the_walk_while_nothing_changed_and_sees_every_change(
     std::fs::remove_file(root.join(".code-intel/config.json")).unwrap();
     assert_eq!(defs("renamed"), ["sub/a.rs"]);
 }
+
+/// analyze_impact finds the files that import a target's module through the index's import
+/// words (without decoding every file), the same with and without the index.
+#[test]
+fn impact_finds_importers_through_the_index() {
+    use git_code_intel::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
+    let repo = common::fixture_repo("project");
+    let root = repo.path();
+    // A file that imports the module but uses none of its names.
+    std::fs::write(root.join("src/only_imports.py"), "import auth\n\nVALUE = 1\n").unwrap();
+    let run = |ws: &Workspace| {
+        let p =
+            AnalyzeImpactParams { target_files: Some(TargetFiles::One("src/auth.py".into())), ..Default::default() };
+        let out = analyze_impact(ws, p).unwrap();
+        out.must_verify.iter().map(|e| (e.file.clone(), e.reason.clone())).collect::<Vec<_>>()
+    };
+    let before = run(&Workspace::open(root, false).unwrap());
+    let ws = Workspace::open(root, false).unwrap();
+    ws.index_now(false);
+    let after = run(&ws);
+    assert_eq!(before, after);
+    let only = after.iter().find(|(f, _)| f == "src/only_imports.py").expect("the importer is listed");
+    assert!(only.1.contains("imports auth"), "{only:?}");
+}

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use crate::lang::Lang;
 use crate::syntax::FileSyntax;
 
-pub const MAGIC: &[u8; 8] = b"GCISYM07";
+pub const MAGIC: &[u8; 8] = b"GCISYM08";
 /// Keys that start with this byte are not names: `IMPORT_KEY` + a word lists the files whose
 /// import statements contain that word (as a whole identifier), with the import's index.
 pub const IMPORT_KEY: char = '\u{1}';
@@ -426,7 +426,7 @@ pub fn write<W: Write + Seek>(
                 Record { rel, blob: (at, record.blob.1, record.blob.2), ..*record }
             }
             Source::New { size, mtime_ns, hash, lang, syntax, .. } => {
-                let blob = postcard::to_allocvec(syntax).map_err(std::io::Error::other)?;
+                let blob = encode_blob(syntax)?;
                 out.write_all(&blob)?;
                 position += blob.len() as u64;
                 Record {
@@ -479,10 +479,87 @@ pub fn write<W: Write + Seek>(
     out.flush()
 }
 
+/// A file's blob: `u32` length of the core, the core (postcard: symbols, imports and the
+/// flags), the names (postcard), then the occurrences as fixed 16-byte records (name, line,
+/// column, enclosing + 1 or 0), sorted by name then position, so a reference lookup reads
+/// them in place, without decoding the file.
+#[derive(serde::Serialize)]
+struct CoreRef<'a> {
+    symbols: &'a [crate::syntax::Symbol],
+    imports: &'a [crate::syntax::Import],
+    line_count: u32,
+    has_errors: bool,
+    symbols_left_out: u32,
+    parse_stopped: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct Core {
+    symbols: Vec<crate::syntax::Symbol>,
+    imports: Vec<crate::syntax::Import>,
+    line_count: u32,
+    has_errors: bool,
+    symbols_left_out: u32,
+    parse_stopped: bool,
+}
+
+const OCCURRENCE_LEN: usize = 16;
+
+fn encode_blob(syntax: &FileSyntax) -> std::io::Result<Vec<u8>> {
+    let core = CoreRef {
+        symbols: &syntax.symbols,
+        imports: &syntax.imports,
+        line_count: syntax.line_count,
+        has_errors: syntax.has_errors,
+        symbols_left_out: syntax.symbols_left_out,
+        parse_stopped: syntax.parse_stopped,
+    };
+    let core = postcard::to_allocvec(&core).map_err(std::io::Error::other)?;
+    let names = postcard::to_allocvec(&syntax.names).map_err(std::io::Error::other)?;
+    let mut out = Vec::with_capacity(8 + core.len() + names.len() + syntax.refs.len() * OCCURRENCE_LEN);
+    out.extend_from_slice(&(core.len() as u32).to_le_bytes());
+    out.extend_from_slice(&core);
+    out.extend_from_slice(&(names.len() as u32).to_le_bytes());
+    out.extend_from_slice(&names);
+    for o in &syntax.refs {
+        out.extend_from_slice(&o.name.to_le_bytes());
+        out.extend_from_slice(&o.line.to_le_bytes());
+        out.extend_from_slice(&o.column.to_le_bytes());
+        out.extend_from_slice(&o.enclosing.map_or(0, |e| e + 1).to_le_bytes());
+    }
+    Ok(out)
+}
+
+/// The blob's three parts: core, names, occurrences.
+fn blob_parts(blob: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let core_len = u32_at(blob, 0)? as usize;
+    let core = blob.get(4..4 + core_len)?;
+    let names_len = u32_at(blob, 4 + core_len)? as usize;
+    let names_start = 8 + core_len;
+    let names = blob.get(names_start..names_start + names_len)?;
+    let refs = blob.get(names_start + names_len..)?;
+    (refs.len() % OCCURRENCE_LEN == 0).then_some((core, names, refs))
+}
+
+fn occurrence(r: &[u8]) -> crate::syntax::Occurrence {
+    let at = |i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
+    crate::syntax::Occurrence { name: at(0), line: at(4), column: at(8), enclosing: at(12).checked_sub(1) }
+}
+
+/// The occurrences of the name with id `name` in a blob, read in place.
+pub fn blob_occurrences(blob: &[u8], name: u32) -> Option<Vec<crate::syntax::Occurrence>> {
+    let (_, _, refs) = blob_parts(blob)?;
+    let records: Vec<&[u8]> = refs.chunks_exact(OCCURRENCE_LEN).collect();
+    let name_of = |r: &[u8]| u32::from_le_bytes([r[0], r[1], r[2], r[3]]);
+    let start = records.partition_point(|r| name_of(r) < name);
+    let end = records.partition_point(|r| name_of(r) <= name);
+    Some(records[start..end].iter().map(|r| occurrence(r)).collect())
+}
+
 /// How many symbols a stored blob holds: postcard writes the symbol list's length first.
 fn blob_symbols(blob: &[u8]) -> u64 {
     let mut n = 0u64;
-    for (i, byte) in blob.iter().take(10).enumerate() {
+    for (i, byte) in blob.iter().skip(4).take(10).enumerate() {
         n |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
             break;
@@ -493,5 +570,18 @@ fn blob_symbols(blob: &[u8]) -> u64 {
 
 /// Decodes a blob.
 pub fn decode_syntax(blob: &[u8]) -> Option<FileSyntax> {
-    postcard::from_bytes(blob).ok()
+    let (core, names, refs) = blob_parts(blob)?;
+    let core: Core = postcard::from_bytes(core).ok()?;
+    let names: Vec<String> = postcard::from_bytes(names).ok()?;
+    let refs = refs.chunks_exact(OCCURRENCE_LEN).map(occurrence).collect();
+    Some(FileSyntax {
+        symbols: core.symbols,
+        names,
+        refs,
+        imports: core.imports,
+        line_count: core.line_count,
+        has_errors: core.has_errors,
+        symbols_left_out: core.symbols_left_out,
+        parse_stopped: core.parse_stopped,
+    })
 }

@@ -242,6 +242,30 @@ impl SymbolIndex {
         out
     }
 
+    /// A file's stored facts, without decoding it.
+    pub fn meta(&self, index: u32) -> Option<FileMeta<'_>> {
+        let o = self.opened.as_ref()?;
+        let r = o.records.get(index as usize)?;
+        Some(FileMeta { rel: o.rel(r), size: r.size, mtime_ns: r.mtime_ns, hash: r.hash, lang: r.lang })
+    }
+
+    /// The occurrences of name id `name_id` (from [`SymbolIndex::files_referencing`]) in file
+    /// `index`, read in place: nothing of the file is decoded.
+    pub fn occurrences_of(&self, index: u32, name_id: u32) -> Vec<crate::syntax::Occurrence> {
+        if let Some(file) = self.decoded.get(index as usize).and_then(OnceLock::get) {
+            return file.syntax.occurrences_of_id(name_id).to_vec();
+        }
+        let Some(o) = self.opened.as_ref() else { return Vec::new() };
+        let Some(r) = o.records.get(index as usize) else { return Vec::new() };
+        match o.blob(r).and_then(|b| format::blob_occurrences(b, name_id)) {
+            Some(found) => found,
+            None => {
+                self.mark_corrupt(o.rel(r));
+                Vec::new()
+            }
+        }
+    }
+
     /// Files whose import statements contain `word` as a whole identifier, in path order.
     pub fn files_importing(&self, word: &str) -> Vec<u32> {
         let key = format!("{}{word}", format::IMPORT_KEY);

@@ -193,7 +193,8 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
                 for name in &target.symbols {
                     let others = |r: &str, _| !target_rels.iter().any(|t| t == r);
                     for (fi, occ) in super::references::occurrences(index, name, others) {
-                        let acc = code_hits.entry(index.file_at(fi).rel.clone()).or_default();
+                        let Some(meta) = index.meta(fi) else { continue };
+                        let acc = code_hits.entry(meta.rel.to_owned()).or_default();
                         acc.symbols.insert(name.clone());
                         acc.lines.insert(occ.line);
                     }

@@ -113,11 +113,12 @@ pub fn occurrences(
     name: &str,
     keep: impl Fn(&str, crate::lang::Lang) -> bool,
 ) -> Vec<(u32, Occurrence)> {
+    // Read in place: a file is decoded only when its references are shown.
     let mut out = Vec::new();
     for (fi, name_id) in index.files_referencing(name) {
-        let file = index.file_at(fi);
-        if keep(&file.rel, file.lang) {
-            out.extend(file.syntax.occurrences_of_id(name_id).iter().map(|o| (fi, *o)));
+        let Some(meta) = index.meta(fi) else { continue };
+        if keep(meta.rel, meta.lang) {
+            out.extend(index.occurrences_of(fi, name_id).into_iter().map(|o| (fi, o)));
         }
     }
     out
