@@ -176,6 +176,19 @@ impl Opened {
         self.backing.as_ref().as_ref()
     }
 
+    /// Drops the mapped pages from this process's resident set; they stay in the page cache
+    /// and come back on the next read. (The file is never written in place, so nothing is
+    /// lost.)
+    pub fn release_pages(&self) {
+        if let Backing::Mapped(map) = self.backing.as_ref() {
+            // SAFETY: the mapping is read-only and file-backed with no private changes, so
+            // MADV_DONTNEED only drops clean pages, which are read back from the file.
+            if let Err(e) = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) } {
+                tracing::debug!("madvise: {e}");
+            }
+        }
+    }
+
     pub fn rel(&self, record: &Record) -> &str {
         let start = (self.header.strings.0 + record.rel.0) as usize;
         // Checked valid UTF-8 and in bounds when opened.

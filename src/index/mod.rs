@@ -150,10 +150,14 @@ impl SymbolIndex {
         self.decoded[index as usize].get_or_init(|| self.decode(index))
     }
 
-    /// Forgets the decoded files once they came from more than `max_bytes` of stored syntax,
-    /// and hands the memory back to the system: a long-running server keeps what repeated
+    /// Releases the mapped pages a lookup read, and forgets the decoded files once they came
+    /// from more than `max_bytes` of stored syntax, handing the memory back to the system: a long-running server keeps what repeated
     /// lookups need, not every file it ever read.
     pub fn trim(&mut self, max_bytes: usize) {
+        // The pages a lookup read are the page cache's, not ours to keep.
+        if let Some(o) = self.opened.as_ref() {
+            o.release_pages();
+        }
         if *self.decoded_bytes.get_mut() <= max_bytes {
             return;
         }
