@@ -20,6 +20,8 @@ mod memory;
 mod scale;
 #[path = "semantic.rs"]
 mod semantic;
+#[path = "server.rs"]
+mod server;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -222,17 +224,6 @@ fn git_ops(corpus: &Path) {
             written += 1;
         }
     }
-    let git = |dir: &Path, args: &[&str]| {
-        let ok = Command::new("git")
-            .args(["-c", "user.name=bench", "-c", "user.email=bench@example.com"])
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "git {args:?} in {}", dir.display());
-    };
     git(&a, &["init", "-q", "-b", "main"]);
     git(&a, &["add", "-A"]);
     git(&a, &["commit", "-q", "-m", "initial"]);
@@ -359,6 +350,30 @@ fn spawn_to_initialize(bin: &Path, repo: &Path) -> Duration {
     drop(stdin);
     let _ = child.wait();
     elapsed
+}
+
+/// Runs git quietly in `dir` (as a bench identity) and asserts it succeeded.
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.name=bench", "-c", "user.email=bench@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "git {args:?} in {}", dir.display());
+}
+
+/// The newest version of crate `name` in the corpus (`<name>-<version>/`).
+fn newest_crate(corpus: &Path, name: &str) -> PathBuf {
+    std::fs::read_dir(corpus)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{name}-"))))
+        .max()
+        .unwrap_or_else(|| panic!("no {name}-* crate in {}", corpus.display()))
 }
 
 fn median(n: usize, mut f: impl FnMut() -> Duration) -> Duration {

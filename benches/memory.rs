@@ -10,11 +10,13 @@
 //! Target: under 500 MB each. `code-intel-bench <binary> <corpus> memory` runs only this part (the
 //! corpus is not used).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
-use serde_json::{Value, json};
+use super::server::{Server, cut};
+
+use serde_json::json;
 
 const TARGET_MB: f64 = 500.0;
 
@@ -104,10 +106,6 @@ fn report(what: &str, peak_mb: f64) {
     println!("{what:<90} {peak_mb:>7.1} MB   {verdict}");
 }
 
-fn cut(s: &str) -> String {
-    s.chars().take(300).collect()
-}
-
 /// The project fixture, committed on `main`.
 fn project(root: &Path) -> PathBuf {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/project");
@@ -169,73 +167,9 @@ fn cli(bin: &Path, root: &Path, args: &[&str]) -> f64 {
     peak_of(child)
 }
 
-struct Server {
-    root: PathBuf,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
-
-impl Server {
-    /// Calls a tool and returns its structured answer (or the JSON-RPC error).
-    fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                             "params": {"name": tool, "arguments": arguments}});
-        writeln!(self.stdin, "{request}").unwrap();
-        self.stdin.flush().unwrap();
-        loop {
-            let mut line = String::new();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "the server ended during {tool}");
-            let Ok(answer) = serde_json::from_str::<Value>(&line) else { continue };
-            if answer["id"] == id {
-                let result = &answer["result"];
-                if result["isError"] == true {
-                    println!("  {tool}: {}", cut(&result["structuredContent"].to_string()));
-                }
-                if std::env::var_os("CODE_INTEL_BENCH_TRACE").is_some() {
-                    println!("  > {tool}: {}", cut(&result["structuredContent"].to_string()));
-                }
-                return if result.is_null() { answer["error"].clone() } else { result["structuredContent"].clone() };
-            }
-        }
-    }
-}
-
-impl Server {
-    /// A `tools/list` round trip, then a pause long enough for the Forest sync to load its model.
-    fn list(&mut self) {
-        self.next_id += 1;
-        let request = json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/list"});
-        writeln!(self.stdin, "{request}").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        std::thread::sleep(std::time::Duration::from_secs(3));
-    }
-}
-
 /// Runs `work` against a server in `root`, closes its stdin, and returns the server's peak RSS.
 fn serve(bin: &Path, root: &Path, work: impl FnOnce(&mut Server)) -> f64 {
-    let mut child = Command::new(bin)
-        .arg("serve")
-        .current_dir(root)
-        .env("CODE_INTEL_LOG", "error")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut server = Server { root: root.to_path_buf(), stdin, stdout, next_id: 0 };
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                      "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
-    writeln!(server.stdin, "{init}").unwrap();
-    let mut line = String::new();
-    server.stdout.read_line(&mut line).unwrap();
-    writeln!(server.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+    let mut server = Server::start(bin, root, &[]);
     work(&mut server);
-    drop(server);
-    peak_of(child)
+    peak_of(server.close())
 }

@@ -6,18 +6,20 @@
 //! - a one-shot lookup after one file changed (walk, parse one file, rewrite the index);
 //! - the server's resident memory with the index in use (no embedding model loaded).
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{ms, pct};
+use super::server::Server;
+use super::{git, ms, pct};
 
 /// Names from rare to common in the crate sources.
 const NAMES: &[&str] = &["from_str_radix", "TokenStream", "poll_next", "Visitor", "with_capacity"];
 const RUNS: usize = 3;
+/// The symbol index alone: no model, so no Forest sync loads one.
+const NO_MODEL: &[(&str, &str)] = &[("CODE_INTEL_MODEL_DIR", "/nonexistent/model")];
 
 fn cli_find(bin: &Path, corpus: &Path, name: &str) -> (Duration, Value) {
     let t = Instant::now();
@@ -55,7 +57,7 @@ fn drop_index(corpus: &Path) {
 /// answer, the answer, and the server (to keep using it).
 fn server_first(bin: &Path, corpus: &Path, name: &str) -> (Duration, Value, Server) {
     let t = Instant::now();
-    let mut server = Server::start(bin, corpus);
+    let mut server = Server::start(bin, corpus, NO_MODEL);
     let answer = server.call("find_definitions", json!({"symbol": name}));
     (t.elapsed(), answer, server)
 }
@@ -167,12 +169,12 @@ pub fn run(bin: &Path, corpus: &Path) {
 
     println!("\n## scale: server resident memory with the index in use (model not loaded)");
     let _ = cli_find(bin, corpus, "warm");
-    let mut server = Server::start(bin, corpus);
+    let mut server = Server::start(bin, corpus, NO_MODEL);
     for name in NAMES {
         server.call("find_definitions", json!({"symbol": name}));
         server.call("find_references", json!({"symbol": name}));
     }
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap_or_default();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap_or_default();
     let field = |key: &str| {
         status
             .lines()
@@ -196,33 +198,10 @@ pub fn shared_forest(bin: &Path, corpus: &Path) {
     let _ = std::fs::remove_dir_all(&work);
     let (origin, remote, clone) = (work.join("origin"), work.join("remote.git"), work.join("clone"));
     std::fs::create_dir_all(&origin).unwrap();
-    let source = std::fs::read_dir(corpus)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("regex-syntax-")))
-        .max()
-        .expect("regex-syntax in the corpus");
-    let git = |dir: &Path, args: &[&str]| {
-        let ok = Command::new("git")
-            .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "git {args:?}");
-    };
+    let source = super::newest_crate(corpus, "regex-syntax");
     let _ = Command::new("cp").arg("-a").arg(source.join("src")).arg(origin.join("src")).status();
     // And a second crate, for well over 2,000 chunks.
-    let similar = std::fs::read_dir(corpus)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("similar-")))
-        .max()
-        .expect("similar in the corpus");
+    let similar = super::newest_crate(corpus, "similar");
     let _ = Command::new("cp").arg("-a").arg(similar.join("src")).arg(origin.join("similar")).status();
     git(&origin, &["init", "-q", "-b", "main"]);
     git(&origin, &["add", "-A"]);
@@ -278,61 +257,4 @@ fn first_rust_file(corpus: &Path) -> std::path::PathBuf {
         }
     }
     panic!("no crate with src/lib.rs in {}", corpus.display());
-}
-
-struct Server {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-    next_id: u64,
-}
-
-impl Server {
-    fn start(bin: &Path, root: &Path) -> Server {
-        let mut child = Command::new(bin)
-            .arg("serve")
-            .current_dir(root)
-            .env("CODE_INTEL_LOG", "error")
-            // The symbol index alone: no model, so no Forest sync loads one.
-            .env("CODE_INTEL_MODEL_DIR", "/nonexistent/model")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut server = Server { child, stdin, stdout, next_id: 0 };
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                          "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
-        writeln!(server.stdin, "{init}").unwrap();
-        let mut line = String::new();
-        server.stdout.read_line(&mut line).unwrap();
-        writeln!(server.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
-        server
-    }
-
-    fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                             "params": {"name": tool, "arguments": arguments}});
-        writeln!(self.stdin, "{request}").unwrap();
-        self.stdin.flush().unwrap();
-        loop {
-            let mut line = String::new();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "the server ended during {tool}");
-            let Ok(answer) = serde_json::from_str::<Value>(&line) else { continue };
-            if answer["id"] == id {
-                return answer["result"]["structuredContent"].clone();
-            }
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

@@ -35,13 +35,7 @@ const QUERIES: &[&str] = &[
 /// Copies `src` of the crate `name` (the newest version) from the corpus into a fresh git
 /// repository under the temporary directory.
 fn crate_repo(corpus: &Path, name: &str) -> PathBuf {
-    let found = std::fs::read_dir(corpus)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{name}-"))))
-        .max()
-        .unwrap_or_else(|| panic!("no {name}-* crate in {}", corpus.display()));
+    let found = super::newest_crate(corpus, name);
     let root = std::env::temp_dir().join(format!("code-intel-bench-{name}"));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();

@@ -107,13 +107,7 @@ pub fn walk_each(
             if meta.len() > max {
                 found.lock().unwrap_or_else(|p| p.into_inner()).too_large.push((rel, meta.len()));
             } else {
-                let mtime_ns = meta
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map(|d| d.as_nanos() as i64)
-                    .unwrap_or(0);
-                on_file(WalkedFile { abs: entry.into_path(), rel, size: meta.len(), mtime_ns });
+                on_file(WalkedFile { abs: entry.into_path(), rel, size: meta.len(), mtime_ns: mtime_ns(&meta) });
             }
             WalkState::Continue
         })
@@ -121,6 +115,12 @@ pub fn walk_each(
     let mut walk = found.into_inner().unwrap_or_else(|p| p.into_inner());
     walk.too_large.sort();
     Ok(walk)
+}
+
+/// A file's modification time in nanoseconds since the epoch (0 when unknown), as the walk and
+/// the index record it.
+pub fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as i64)
 }
 
 pub fn looks_binary(bytes: &[u8]) -> bool {

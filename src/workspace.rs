@@ -93,28 +93,22 @@ impl Workspace {
         let mut stored = None;
         if state.index.is_none() && !state.building {
             stored = store::load(self.repo.root());
-            if stored.is_none() && *lookup != Lookup::All {
-                // Answer first, with both cores, then build the whole index in the background.
-                let started = self.watch && !std::mem::replace(&mut state.building, self.watch);
-                drop(state);
-                let (index, report) = refresh::refresh_subset(&self.repo, &self.config, lookup);
-                let answer = f(&index, &report);
-                drop(index);
-                if started {
-                    self.start_background_build();
-                }
-                return answer;
-            }
         }
-        if state.building {
-            if *lookup != Lookup::All {
-                drop(state);
-                let (index, report) = refresh::refresh_subset(&self.repo, &self.config, lookup);
-                return f(&index, &report);
+        // No index yet (or still being built): a lookup that names what it needs is answered
+        // first, with both cores; then the server builds the whole index in the background.
+        if state.index.is_none() && stored.is_none() && *lookup != Lookup::All {
+            let start_build = self.watch && !std::mem::replace(&mut state.building, self.watch);
+            drop(state);
+            let (index, report) = refresh::refresh_subset(&self.repo, &self.config, lookup);
+            let answer = f(&index, &report);
+            drop(index);
+            if start_build {
+                self.start_background_build();
             }
-            while state.building {
-                state = self.index.built.wait(state).unwrap_or_else(|p| p.into_inner());
-            }
+            return answer;
+        }
+        while state.building {
+            state = self.index.built.wait(state).unwrap_or_else(|p| p.into_inner());
         }
         let first_use = state.index.is_none();
         if first_use && self.watch {

@@ -2,9 +2,11 @@
 //! streaming pass.
 //!
 //! ```text
-//! magic "GCISYM06" | blake3 checksum (32) | header: 14 little-endian u64
-//! postings   one list per name: crc32, n_defs, n_refs, then (file, symbol) and (file, name id)
-//! blobs      one postcard-encoded FileSyntax per file
+//! magic "GCISYM08" | blake3 checksum (32) | header: 14 little-endian u64
+//! postings   one list per name: crc32, n_defs, n_refs, then (file, symbol) and (file, name id);
+//!            keys starting with \x01 list the files whose imports contain a word
+//! blobs      per file: its core (postcard: symbols, imports, flags), its names (postcard), and
+//!            its occurrences as fixed 16-byte records, read in place
 //! files      one fixed 80-byte record per file, sorted by path
 //! strings    the files' paths
 //! fst        name -> offset of its posting list
@@ -562,11 +564,21 @@ fn occurrence(r: &[u8]) -> crate::syntax::Occurrence {
 /// The occurrences of the name with id `name` in a blob, read in place.
 pub fn blob_occurrences(blob: &[u8], name: u32) -> Option<Vec<crate::syntax::Occurrence>> {
     let (_, _, refs) = blob_parts(blob)?;
-    let records: Vec<&[u8]> = refs.chunks_exact(OCCURRENCE_LEN).collect();
-    let name_of = |r: &[u8]| u32::from_le_bytes([r[0], r[1], r[2], r[3]]);
-    let start = records.partition_point(|r| name_of(r) < name);
-    let end = records.partition_point(|r| name_of(r) <= name);
-    Some(records[start..end].iter().map(|r| occurrence(r)).collect())
+    // Binary search over the records by their first field, in place.
+    let record = |i: usize| &refs[i * OCCURRENCE_LEN..(i + 1) * OCCURRENCE_LEN];
+    let name_at = |i: usize| occurrence(record(i)).name;
+    let count = refs.len() / OCCURRENCE_LEN;
+    let first_not_below = |bound: u32| {
+        let (mut low, mut high) = (0, count);
+        while low < high {
+            let mid = (low + high) / 2;
+            if name_at(mid) < bound { low = mid + 1 } else { high = mid }
+        }
+        low
+    };
+    let start = first_not_below(name);
+    let end = name.checked_add(1).map_or(count, first_not_below);
+    Some((start..end).map(|i| occurrence(record(i))).collect())
 }
 
 /// How many symbols a stored blob holds: postcard writes the symbol list's length first.

@@ -251,7 +251,7 @@ fn nanos(t: std::time::SystemTime) -> i64 {
 
 /// The modification time of `path` in nanoseconds, -1 when it does not exist.
 fn mtime_of(path: &Path) -> i64 {
-    std::fs::metadata(path).and_then(|m| m.modified()).map_or(-1, nanos)
+    std::fs::metadata(path).map_or(-1, |m| walk::mtime_ns(&m))
 }
 
 /// True when nothing the index depends on changed since its stamp: every directory walked and
@@ -270,9 +270,7 @@ pub fn is_fresh(root: &Path, index: &SymbolIndex, stamp: &store::WalkStamp) -> b
     }
     let metas: Vec<FileMeta> = index.metas().collect();
     let changed = metas.par_iter().find_any(|f| {
-        std::fs::metadata(root.join(f.rel))
-            .is_ok_and(|m| m.len() == f.size && m.modified().map_or(-1, nanos) == f.mtime_ns)
-            .not()
+        std::fs::metadata(root.join(f.rel)).is_ok_and(|m| m.len() == f.size && walk::mtime_ns(&m) == f.mtime_ns).not()
     });
     if let Some(f) = changed {
         tracing::debug!("index stamp: '{}' changed since the last walk", f.rel);

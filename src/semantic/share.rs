@@ -59,8 +59,8 @@ pub struct ShareReport {
     pub note: Option<String>,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+fn hex(fingerprint: &[u8; 32]) -> String {
+    blake3::Hash::from_bytes(*fingerprint).to_hex().to_string()
 }
 
 fn git_error(e: impl std::fmt::Display) -> String {
