@@ -10,7 +10,12 @@ eval "$(bash scripts/model.sh)"
 cargo fetch --locked
 corpus=/tmp/code-intel-bench-corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
-cp -a "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/. "$corpus"/
+# The corpus is every crates.io package in Cargo.lock (whatever else the registry holds), so
+# every machine measures the same sources.
+awk '/^name = /{n=$3} /^version = /{v=$3} /^source = "registry/{gsub(/"/,"",n); gsub(/"/,"",v); print n"-"v}' Cargo.lock |
+    while read -r crate; do
+        tar -xzf "$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$crate.crate" | head -n 1)" -C "$corpus"
+    done
 cargo build --release --locked --bin git-code-intel --bin code-intel-bench
 "$CARGO_TARGET_DIR/release/code-intel-bench" "$CARGO_TARGET_DIR/release/git-code-intel" "$corpus"
 # recall@5 of the int8 and fp32 models on the labelled queries, next to the throughput above.

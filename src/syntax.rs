@@ -199,14 +199,7 @@ impl FileSyntax {
 }
 
 impl FileSyntax {
-    /// The occurrences of `name`, if the file has any.
-    pub fn occurrences_of(&self, name: &str) -> &[Occurrence] {
-        match self.names.binary_search_by(|n| n.as_str().cmp(name)) {
-            Ok(id) => self.occurrences_of_id(id as u32),
-            Err(_) => &[],
-        }
-    }
-
+    /// The occurrences of name id `id` (an index into `names`).
     pub fn occurrences_of_id(&self, id: u32) -> &[Occurrence] {
         let start = self.refs.partition_point(|o| o.name < id);
         let end = self.refs.partition_point(|o| o.name <= id);

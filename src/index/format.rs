@@ -2,19 +2,22 @@
 //! streaming pass.
 //!
 //! ```text
-//! magic "GCISYM08" | blake3 checksum (32) | header: 14 little-endian u64
-//! postings   one list per name: crc32, n_defs, n_refs, then (file, symbol) and (file, name id);
+//! magic "GCISYM09" | blake3 checksum (32) | header: 14 little-endian u64
+//! postings   one list per name: crc32, n_defs, n_refs, then its definitions as (file, symbol)
+//!            and its uses as (file, line, column, enclosing symbol + 1 or 0), each sorted;
 //!            keys starting with \x01 list the files whose imports contain a word
-//! blobs      per file: its core (postcard: symbols, imports, flags), its names (postcard), and
-//!            its occurrences as fixed 16-byte records, read in place
-//! files      one fixed 80-byte record per file, sorted by path
+//! blobs      per file: its symbols as fixed 48-byte records (each with a crc32 over itself and
+//!            its strings, so one symbol is read in place), the symbols' strings, then the rest
+//!            (postcard: imports and flags)
+//! files      one fixed 88-byte record per file, sorted by path
 //! strings    the files' paths
 //! fst        name -> offset of its posting list
 //! ```
 //!
 //! The checksum covers the header and everything from `files` on (a few MB however large the
-//! index), so opening costs little. Posting lists and blobs carry their own crc32, checked when
-//! they are read. Anything that fails a check marks the index corrupt: it is rebuilt, never
+//! index), so opening costs little. Posting lists, symbols and blobs carry their own crc32,
+//! checked when they are read: a reference lookup reads one posting list and the symbols it
+//! shows, nothing else. Anything that fails a check marks the index corrupt: it is rebuilt, never
 //! trusted.
 
 use std::collections::BTreeMap;
@@ -23,9 +26,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::lang::Lang;
-use crate::syntax::FileSyntax;
+use crate::syntax::{FileSyntax, Symbol, SymbolKind};
 
-pub const MAGIC: &[u8; 8] = b"GCISYM08";
+pub const MAGIC: &[u8; 8] = b"GCISYM09";
 /// Keys that start with this byte are not names: `IMPORT_KEY` + a word lists the files whose
 /// import statements contain that word (as a whole identifier), with the import's index.
 pub const IMPORT_KEY: char = '\u{1}';
@@ -36,7 +39,7 @@ pub fn import_words(text: &str) -> impl Iterator<Item = &str> {
 }
 const FIELDS: usize = 14;
 pub const HEADER_LEN: usize = 8 + 32 + FIELDS * 8;
-pub const RECORD_LEN: usize = 80;
+pub const RECORD_LEN: usize = 88;
 
 /// The bytes an index is read from: a memory map of the file, or a buffer.
 pub enum Backing {
@@ -128,6 +131,10 @@ pub struct Record {
     pub hash: [u8; 32],
     /// Offset (within the blobs section), length and crc32 of the file's syntax.
     pub blob: (u64, u32, u32),
+    /// How many symbol records the blob starts with, and where (within the blob) its
+    /// imports and flags start.
+    pub symbols: u32,
+    pub rest: u32,
 }
 
 impl Record {
@@ -142,6 +149,8 @@ impl Record {
         out.extend_from_slice(&self.blob.0.to_le_bytes());
         out.extend_from_slice(&self.blob.1.to_le_bytes());
         out.extend_from_slice(&self.blob.2.to_le_bytes());
+        out.extend_from_slice(&self.symbols.to_le_bytes());
+        out.extend_from_slice(&self.rest.to_le_bytes());
     }
 
     fn decode(b: &[u8]) -> Option<Record> {
@@ -153,6 +162,8 @@ impl Record {
             mtime_ns: u64_at(b, 24)? as i64,
             hash: b.get(32..64)?.try_into().ok()?,
             blob: (u64_at(b, 64)?, u32_at(b, 72)?, u32_at(b, 76)?),
+            symbols: u32_at(b, 80)?,
+            rest: u32_at(b, 84)?,
         })
     }
 }
@@ -209,15 +220,16 @@ impl Opened {
         &self.bytes()[off as usize..(off + len) as usize]
     }
 
-    /// The posting list at `offset` (within the postings section): definitions and
-    /// references, or None when it fails its bounds or crc check.
+    /// The posting list at `offset` (within the postings section): definitions and uses, or
+    /// None when it fails its bounds or crc check.
     pub fn postings(&self, offset: u64) -> Option<Postings<'_>> {
         let base = (self.header.postings.0 + offset) as usize;
         let b = self.bytes();
         let crc = u32_at(b, base)?;
         let n_defs = u32_at(b, base + 4)? as usize;
-        let n_refs = u32_at(b, base + 8)? as usize;
-        let end = base.checked_add(12)?.checked_add((n_defs + n_refs).checked_mul(8)?)?;
+        let n_uses = u32_at(b, base + 8)? as usize;
+        let defs_end = base.checked_add(12)?.checked_add(n_defs.checked_mul(DEF_LEN)?)?;
+        let end = defs_end.checked_add(n_uses.checked_mul(USE_LEN)?)?;
         if end as u64 > self.header.postings.0 + self.header.postings.1 {
             return None;
         }
@@ -225,30 +237,65 @@ impl Opened {
         if crc32fast::hash(body) != crc {
             return None;
         }
-        let defs = &b[base + 12..base + 12 + n_defs * 8];
-        let refs = &b[base + 12 + n_defs * 8..end];
-        Some(Postings { defs, refs })
+        Some(Postings { defs: &b[base + 12..defs_end], uses: &b[defs_end..end] })
+    }
+
+    /// Symbol `index` of a file, read in place, or None when it is out of range or fails its
+    /// crc check.
+    pub fn symbol(&self, record: &Record, index: u32) -> Option<Symbol> {
+        if index >= record.symbols {
+            return None;
+        }
+        let start = usize::try_from(self.header.blobs.0 + record.blob.0).ok()?;
+        let blob = self.bytes().get(start..start + record.blob.1 as usize)?;
+        read_symbol(blob, index as usize, true)
     }
 }
 
-/// One name's posting lists, as stored: pairs of little-endian u32.
-pub struct Postings<'a> {
-    defs: &'a [u8],
-    refs: &'a [u8],
+/// The size of a definition (file, symbol) and of a use (file, line, column, enclosing + 1)
+/// in a posting list.
+const DEF_LEN: usize = 8;
+const USE_LEN: usize = 16;
+
+/// One use of a name: where it is, and the definition it is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NameUse {
+    pub file: u32,
+    pub line: u32,
+    pub column: u32,
+    /// The innermost enclosing definition's index in the file's symbols.
+    pub enclosing: Option<u32>,
 }
 
-fn pairs(b: &[u8]) -> impl Iterator<Item = (u32, u32)> + '_ {
-    b.chunks_exact(8)
-        .map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), u32::from_le_bytes([c[4], c[5], c[6], c[7]])))
+impl NameUse {
+    fn encode(&self, out: &mut Vec<u8>) {
+        for v in [self.file, self.line, self.column, self.enclosing.map_or(0, |e| e + 1)] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    fn decode(b: &[u8]) -> NameUse {
+        let at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        NameUse { file: at(0), line: at(4), column: at(8), enclosing: at(12).checked_sub(1) }
+    }
+}
+
+/// One name's posting lists, as stored.
+pub struct Postings<'a> {
+    defs: &'a [u8],
+    uses: &'a [u8],
 }
 
 impl Postings<'_> {
+    /// (file, symbol) pairs, or (file, import) for an import key.
     pub fn defs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        pairs(self.defs)
+        self.defs
+            .chunks_exact(DEF_LEN)
+            .map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), u32::from_le_bytes([c[4], c[5], c[6], c[7]])))
     }
 
-    pub fn refs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        pairs(self.refs)
+    pub fn uses(&self) -> impl Iterator<Item = NameUse> + '_ {
+        self.uses.chunks_exact(USE_LEN).map(NameUse::decode)
     }
 }
 
@@ -289,7 +336,12 @@ pub fn open(backing: Backing) -> Option<Opened> {
         let r = Record::decode(raw)?;
         let start = header.strings.0.checked_add(r.rel.0)?;
         let end = start.checked_add(u64::from(r.rel.1))?;
-        if end > header.strings.0 + header.strings.1 || r.blob.0.checked_add(u64::from(r.blob.1))? > header.blobs.1 {
+        let symbols_end = u64::from(r.symbols).checked_mul(SYMBOL_LEN as u64)?;
+        if end > header.strings.0 + header.strings.1
+            || r.blob.0.checked_add(u64::from(r.blob.1))? > header.blobs.1
+            || symbols_end > u64::from(r.rest)
+            || r.rest > r.blob.1
+        {
             return None;
         }
         let rel = std::str::from_utf8(&bytes[start as usize..end as usize]).ok()?;
@@ -306,7 +358,7 @@ pub fn open(backing: Backing) -> Option<Opened> {
     Some(Opened { backing, header, records, fst })
 }
 
-/// (file id, symbol or name id) pairs of one posting list.
+/// (file id, symbol, import or name id) pairs.
 type Pairs = Vec<(u32, u32)>;
 
 /// A file of the index being written: one kept from the previous index (its blob is copied as
@@ -337,48 +389,59 @@ pub fn write<W: Write + Seek>(
     let mut position = HEADER_LEN as u64;
     out.write_all(&[0u8; HEADER_LEN])?;
 
-    // Names of the new files, with new ids.
+    // Names of the new files: their definitions as (file, symbol), their uses as (file, name
+    // id), expanded to positions when written.
     let mut fresh: BTreeMap<std::borrow::Cow<str>, (Pairs, Pairs)> = BTreeMap::new();
     let mut n_symbols = 0u64;
     for (id, f) in files.iter().enumerate() {
-        match f {
-            Source::New { syntax, .. } => {
-                n_symbols += syntax.symbols.len() as u64;
-                for (si, s) in syntax.symbols.iter().enumerate() {
-                    fresh.entry(s.name.as_str().into()).or_default().0.push((id as u32, si as u32));
-                }
-                for (ni, n) in syntax.names.iter().enumerate() {
-                    fresh.entry(n.as_str().into()).or_default().1.push((id as u32, ni as u32));
-                }
-                for (ii, import) in syntax.imports.iter().enumerate() {
-                    for word in import_words(&import.text) {
-                        let list = &mut fresh.entry(format!("{IMPORT_KEY}{word}").into()).or_default().0;
-                        if list.last() != Some(&(id as u32, ii as u32)) {
-                            list.push((id as u32, ii as u32));
-                        }
-                    }
+        let Source::New { syntax, .. } = f else { continue };
+        let id = id as u32;
+        n_symbols += syntax.symbols.len() as u64;
+        for (si, s) in syntax.symbols.iter().enumerate() {
+            fresh.entry(s.name.as_str().into()).or_default().0.push((id, si as u32));
+        }
+        for (ni, n) in syntax.names.iter().enumerate() {
+            fresh.entry(n.as_str().into()).or_default().1.push((id, ni as u32));
+        }
+        for (ii, import) in syntax.imports.iter().enumerate() {
+            for word in import_words(&import.text) {
+                let list = &mut fresh.entry(format!("{IMPORT_KEY}{word}").into()).or_default().0;
+                if list.last() != Some(&(id, ii as u32)) {
+                    list.push((id, ii as u32));
                 }
             }
-            Source::Kept { .. } => {}
         }
     }
+    let expand = |(file, name): (u32, u32), into: &mut Vec<NameUse>| {
+        if let Some(Source::New { syntax, .. }) = files.get(file as usize) {
+            into.extend(syntax.occurrences_of_id(name).iter().map(|o| NameUse {
+                file,
+                line: o.line,
+                column: o.column,
+                enclosing: o.enclosing,
+            }));
+        }
+    };
 
     // Postings: the previous index's names and the new ones, merged in key order.
     let postings_off = position;
     let mut fst = fst::MapBuilder::memory();
     let mut buf: Vec<u8> = Vec::new();
-    let mut emit = |key: &[u8], defs: &mut Vec<(u32, u32)>, refs: &mut Vec<(u32, u32)>, position: &mut u64| {
-        if defs.is_empty() && refs.is_empty() {
+    let mut emit = |key: &[u8], defs: &mut Pairs, uses: &mut Vec<NameUse>, position: &mut u64| {
+        if defs.is_empty() && uses.is_empty() {
             return Ok(());
         }
         defs.sort_unstable();
-        refs.sort_unstable();
+        uses.sort_unstable();
         buf.clear();
         buf.extend_from_slice(&(defs.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&(refs.len() as u32).to_le_bytes());
-        for (a, b) in defs.iter().chain(refs.iter()) {
+        buf.extend_from_slice(&(uses.len() as u32).to_le_bytes());
+        for (a, b) in defs.iter() {
             buf.extend_from_slice(&a.to_le_bytes());
             buf.extend_from_slice(&b.to_le_bytes());
+        }
+        for u in uses.iter() {
+            u.encode(&mut buf);
         }
         let offset = *position - postings_off;
         out.write_all(&crc32fast::hash(&buf).to_le_bytes())?;
@@ -386,11 +449,15 @@ pub fn write<W: Write + Seek>(
         *position += 4 + buf.len() as u64;
         fst.insert(key, offset).map_err(std::io::Error::other)
     };
-    let remap = |pairs: &mut dyn Iterator<Item = (u32, u32)>, into: &mut Vec<(u32, u32)>| {
-        into.extend(pairs.filter_map(|(f, i)| old_ids.get(f as usize).copied().flatten().map(|n| (n, i))));
-    };
+    let new_id = |file: u32| old_ids.get(file as usize).copied().flatten();
     let mut fresh_iter = fresh.into_iter().peekable();
-    let (mut defs, mut refs) = (Vec::new(), Vec::new());
+    let (mut defs, mut uses) = (Vec::new(), Vec::new());
+    let emit_fresh = |(d, u): (Pairs, Pairs), defs: &mut Pairs, uses: &mut Vec<NameUse>| {
+        defs.extend(d);
+        for pair in u {
+            expand(pair, uses);
+        }
+    };
     if let Some(prev) = previous {
         use fst::Streamer;
         let mut stream = prev.fst.stream();
@@ -399,27 +466,32 @@ pub fn write<W: Write + Seek>(
             while let Some((k, _)) = fresh_iter.peek()
                 && k.as_bytes() < key
             {
-                let Some((k, (mut d, mut r))) = fresh_iter.next() else { break };
-                emit(k.as_bytes(), &mut d, &mut r, &mut position)?;
+                let Some((k, lists)) = fresh_iter.next() else { break };
+                defs.clear();
+                uses.clear();
+                emit_fresh(lists, &mut defs, &mut uses);
+                emit(k.as_bytes(), &mut defs, &mut uses, &mut position)?;
             }
             defs.clear();
-            refs.clear();
+            uses.clear();
             let list = prev.postings(offset).ok_or_else(|| std::io::Error::other("corrupt posting list"))?;
-            remap(&mut list.defs(), &mut defs);
-            remap(&mut list.refs(), &mut refs);
+            defs.extend(list.defs().filter_map(|(f, i)| new_id(f).map(|n| (n, i))));
+            uses.extend(list.uses().filter_map(|u| new_id(u.file).map(|file| NameUse { file, ..u })));
             if let Some((k, _)) = fresh_iter.peek()
                 && k.as_bytes() == key
-                && let Some((_, (d, r))) = fresh_iter.next()
+                && let Some((_, lists)) = fresh_iter.next()
             {
-                defs.extend(d);
-                refs.extend(r);
+                emit_fresh(lists, &mut defs, &mut uses);
             }
             let key = key.to_vec();
-            emit(&key, &mut defs, &mut refs, &mut position)?;
+            emit(&key, &mut defs, &mut uses, &mut position)?;
         }
     }
-    for (k, (mut d, mut r)) in fresh_iter {
-        emit(k.as_bytes(), &mut d, &mut r, &mut position)?;
+    for (k, lists) in fresh_iter {
+        defs.clear();
+        uses.clear();
+        emit_fresh(lists, &mut defs, &mut uses);
+        emit(k.as_bytes(), &mut defs, &mut uses, &mut position)?;
     }
     let postings = (postings_off, position - postings_off);
 
@@ -435,13 +507,13 @@ pub fn write<W: Write + Seek>(
             Source::Kept { record, .. } => {
                 let prev = previous.ok_or_else(|| std::io::Error::other("a kept file without a previous index"))?;
                 let blob = prev.blob(record).ok_or_else(|| std::io::Error::other("corrupt blob"))?;
-                n_symbols += blob_symbols(blob);
+                n_symbols += u64::from(record.symbols);
                 out.write_all(blob)?;
                 position += blob.len() as u64;
                 Record { rel, blob: (at, record.blob.1, record.blob.2), ..*record }
             }
             Source::New { size, mtime_ns, hash, lang, syntax, .. } => {
-                let blob = encode_blob(syntax)?;
+                let (blob, rest) = encode_blob(syntax)?;
                 out.write_all(&blob)?;
                 position += blob.len() as u64;
                 Record {
@@ -451,6 +523,8 @@ pub fn write<W: Write + Seek>(
                     mtime_ns: *mtime_ns,
                     hash: *hash,
                     blob: (at, blob.len() as u32, crc32fast::hash(&blob)),
+                    symbols: syntax.symbols.len() as u32,
+                    rest,
                 }
             }
         };
@@ -494,13 +568,15 @@ pub fn write<W: Write + Seek>(
     out.flush()
 }
 
-/// A file's blob: `u32` length of the core, the core (postcard: symbols, imports and the
-/// flags), the names (postcard), then the occurrences as fixed 16-byte records (name, line,
-/// column, enclosing + 1 or 0), sorted by name then position, so a reference lookup reads
-/// them in place, without decoding the file.
+/// A symbol record: crc32 (over the rest of the record and the symbol's strings), then name,
+/// scope (length `u32::MAX` for none) and signature as (offset within the blob, length), line,
+/// end line, column, parent + 1 (0 for none), kind, exported, two zero bytes.
+const SYMBOL_LEN: usize = 48;
+const NO_SCOPE: u32 = u32::MAX;
+
+/// What follows a file's symbols and their strings (postcard).
 #[derive(serde::Serialize)]
-struct CoreRef<'a> {
-    symbols: &'a [crate::syntax::Symbol],
+struct RestRef<'a> {
     imports: &'a [crate::syntax::Import],
     line_count: u32,
     has_errors: bool,
@@ -509,8 +585,7 @@ struct CoreRef<'a> {
 }
 
 #[derive(serde::Deserialize)]
-struct Core {
-    symbols: Vec<crate::syntax::Symbol>,
+struct Rest {
     imports: Vec<crate::syntax::Import>,
     line_count: u32,
     has_errors: bool,
@@ -518,95 +593,143 @@ struct Core {
     parse_stopped: bool,
 }
 
-const OCCURRENCE_LEN: usize = 16;
-
-fn encode_blob(syntax: &FileSyntax) -> std::io::Result<Vec<u8>> {
-    let core = CoreRef {
-        symbols: &syntax.symbols,
+/// A file's blob (see the module's layout) and where its rest starts. Identifier uses are not
+/// in it: they are in the posting lists.
+fn encode_blob(syntax: &FileSyntax) -> std::io::Result<(Vec<u8>, u32)> {
+    let mut pool = StringPool { base: syntax.symbols.len() * SYMBOL_LEN, ..StringPool::default() };
+    let mut located = Vec::with_capacity(syntax.symbols.len());
+    for s in &syntax.symbols {
+        let name = pool.place(&s.name)?;
+        let scope = match &s.scope {
+            Some(scope) => pool.place(scope)?,
+            None => (0, NO_SCOPE),
+        };
+        let signature = pool.place(&s.signature)?;
+        located.push((name, scope, signature));
+    }
+    let mut records = Vec::with_capacity(pool.base + pool.bytes.len());
+    // Strings are placed first so each record's crc can cover its strings' bytes.
+    for (s, (name, scope, signature)) in syntax.symbols.iter().zip(located) {
+        let mut record = [0u8; SYMBOL_LEN];
+        let fields = [
+            name.0,
+            name.1,
+            scope.0,
+            scope.1,
+            signature.0,
+            signature.1,
+            s.line,
+            s.end_line,
+            s.column,
+            s.parent.map_or(0, |p| p + 1),
+        ];
+        for (i, v) in fields.iter().enumerate() {
+            record[4 + i * 4..8 + i * 4].copy_from_slice(&v.to_le_bytes());
+        }
+        record[44] = SymbolKind::ALL.iter().position(|k| *k == s.kind).unwrap_or(0) as u8;
+        record[45] = u8::from(s.exported);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&record[4..]);
+        for (at, len) in [name, scope, signature] {
+            if len != NO_SCOPE {
+                let from = at as usize - pool.base;
+                crc.update(&pool.bytes[from..from + len as usize]);
+            }
+        }
+        record[..4].copy_from_slice(&crc.finalize().to_le_bytes());
+        records.extend_from_slice(&record);
+    }
+    let rest = RestRef {
         imports: &syntax.imports,
         line_count: syntax.line_count,
         has_errors: syntax.has_errors,
         symbols_left_out: syntax.symbols_left_out,
         parse_stopped: syntax.parse_stopped,
     };
-    let core = postcard::to_allocvec(&core).map_err(std::io::Error::other)?;
-    let names = postcard::to_allocvec(&syntax.names).map_err(std::io::Error::other)?;
-    let mut out = Vec::with_capacity(8 + core.len() + names.len() + syntax.refs.len() * OCCURRENCE_LEN);
-    out.extend_from_slice(&(core.len() as u32).to_le_bytes());
-    out.extend_from_slice(&core);
-    out.extend_from_slice(&(names.len() as u32).to_le_bytes());
-    out.extend_from_slice(&names);
-    for o in &syntax.refs {
-        out.extend_from_slice(&o.name.to_le_bytes());
-        out.extend_from_slice(&o.line.to_le_bytes());
-        out.extend_from_slice(&o.column.to_le_bytes());
-        out.extend_from_slice(&o.enclosing.map_or(0, |e| e + 1).to_le_bytes());
-    }
-    Ok(out)
+    records.extend_from_slice(&pool.bytes);
+    let rest_at = u32::try_from(records.len()).map_err(|_| too_big())?;
+    postcard::to_extend(&rest, records).map(|blob| (blob, rest_at)).map_err(std::io::Error::other)
 }
 
-/// The blob's three parts: core, names, occurrences.
-fn blob_parts(blob: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
-    let core_len = u32_at(blob, 0)? as usize;
-    let core = blob.get(4..4 + core_len)?;
-    let names_len = u32_at(blob, 4 + core_len)? as usize;
-    let names_start = 8 + core_len;
-    let names = blob.get(names_start..names_start + names_len)?;
-    let refs = blob.get(names_start + names_len..)?;
-    (refs.len() % OCCURRENCE_LEN == 0).then_some((core, names, refs))
+fn too_big() -> std::io::Error {
+    std::io::Error::other("a file's syntax over 4 GB")
 }
 
-fn occurrence(r: &[u8]) -> crate::syntax::Occurrence {
-    let at = |i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
-    crate::syntax::Occurrence { name: at(0), line: at(4), column: at(8), enclosing: at(12).checked_sub(1) }
+/// A file's symbol strings, each stored once; offsets are within the blob, after the records.
+#[derive(Default)]
+struct StringPool<'a> {
+    base: usize,
+    bytes: Vec<u8>,
+    placed: std::collections::HashMap<&'a str, (u32, u32)>,
 }
 
-/// The occurrences of the name with id `name` in a blob, read in place.
-pub fn blob_occurrences(blob: &[u8], name: u32) -> Option<Vec<crate::syntax::Occurrence>> {
-    let (_, _, refs) = blob_parts(blob)?;
-    // Binary search over the records by their first field, in place.
-    let record = |i: usize| &refs[i * OCCURRENCE_LEN..(i + 1) * OCCURRENCE_LEN];
-    let name_at = |i: usize| occurrence(record(i)).name;
-    let count = refs.len() / OCCURRENCE_LEN;
-    let first_not_below = |bound: u32| {
-        let (mut low, mut high) = (0, count);
-        while low < high {
-            let mid = (low + high) / 2;
-            if name_at(mid) < bound { low = mid + 1 } else { high = mid }
+impl<'a> StringPool<'a> {
+    fn place(&mut self, text: &'a str) -> std::io::Result<(u32, u32)> {
+        if let Some(at) = self.placed.get(text) {
+            return Ok(*at);
         }
-        low
+        let at = (
+            u32::try_from(self.base + self.bytes.len()).map_err(|_| too_big())?,
+            u32::try_from(text.len()).map_err(|_| too_big())?,
+        );
+        self.bytes.extend_from_slice(text.as_bytes());
+        self.placed.insert(text, at);
+        Ok(at)
+    }
+}
+
+/// Symbol `i` of a blob; `check` verifies its crc (not needed when the whole blob's was).
+fn read_symbol(blob: &[u8], i: usize, check: bool) -> Option<Symbol> {
+    let record = blob.get(i * SYMBOL_LEN..(i + 1) * SYMBOL_LEN)?;
+    let field = |n: usize| u32_at(record, 4 + n * 4);
+    let text = |at: u32, len: u32| -> Option<&str> {
+        std::str::from_utf8(blob.get(at as usize..(at as usize).checked_add(len as usize)?)?).ok()
     };
-    let start = first_not_below(name);
-    let end = name.checked_add(1).map_or(count, first_not_below);
-    Some((start..end).map(|i| occurrence(record(i))).collect())
-}
-
-/// How many symbols a stored blob holds: postcard writes the symbol list's length first.
-fn blob_symbols(blob: &[u8]) -> u64 {
-    let mut n = 0u64;
-    for (i, byte) in blob.iter().skip(4).take(10).enumerate() {
-        n |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            break;
+    let (name, scope_at, scope_len, signature) =
+        (text(field(0)?, field(1)?)?, field(2)?, field(3)?, text(field(4)?, field(5)?)?);
+    let scope = if scope_len == NO_SCOPE { None } else { Some(text(scope_at, scope_len)?) };
+    if check {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&record[4..]);
+        crc.update(name.as_bytes());
+        crc.update(scope.unwrap_or("").as_bytes());
+        crc.update(signature.as_bytes());
+        if crc.finalize() != u32_at(record, 0)? {
+            return None;
         }
     }
-    n
+    Some(Symbol {
+        name: name.to_owned(),
+        kind: *SymbolKind::ALL.get(usize::from(record[44]))?,
+        line: field(6)?,
+        end_line: field(7)?,
+        column: field(8)?,
+        scope: scope.map(str::to_owned),
+        signature: signature.to_owned(),
+        parent: field(9)?.checked_sub(1),
+        exported: record[45] != 0,
+    })
 }
 
-/// Decodes a blob.
-pub fn decode_syntax(blob: &[u8]) -> Option<FileSyntax> {
-    let (core, names, refs) = blob_parts(blob)?;
-    let core: Core = postcard::from_bytes(core).ok()?;
-    let names: Vec<String> = postcard::from_bytes(names).ok()?;
-    let refs = refs.chunks_exact(OCCURRENCE_LEN).map(occurrence).collect();
-    Some(FileSyntax {
-        symbols: core.symbols,
-        names,
-        refs,
-        imports: core.imports,
-        line_count: core.line_count,
-        has_errors: core.has_errors,
-        symbols_left_out: core.symbols_left_out,
-        parse_stopped: core.parse_stopped,
+/// A file's definitions, imports and flags, decoded whole from a blob whose crc was checked.
+pub struct Outline {
+    pub symbols: Vec<Symbol>,
+    pub imports: Vec<crate::syntax::Import>,
+    pub line_count: u32,
+    pub has_errors: bool,
+    pub symbols_left_out: u32,
+    pub parse_stopped: bool,
+}
+
+pub fn decode_outline(blob: &[u8], record: &Record) -> Option<Outline> {
+    let symbols = (0..record.symbols as usize).map(|i| read_symbol(blob, i, false)).collect::<Option<Vec<_>>>()?;
+    let rest: Rest = postcard::from_bytes(blob.get(record.rest as usize..)?).ok()?;
+    Some(Outline {
+        symbols,
+        imports: rest.imports,
+        line_count: rest.line_count,
+        has_errors: rest.has_errors,
+        symbols_left_out: rest.symbols_left_out,
+        parse_stopped: rest.parse_stopped,
     })
 }

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::lang::Lang;
 use crate::syntax::{FileSyntax, Symbol};
 
-/// One indexed source file.
+pub use format::{NameUse, Outline};
+
+/// One parsed source file, on its way into the index.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IndexedFile {
     /// Repository-relative, `/`-separated.
@@ -32,6 +34,14 @@ pub struct IndexedFile {
 /// (file index, symbol index within the file)
 pub type SymbolRef = (u32, u32);
 
+/// A file as the index keeps it: its definitions, imports and flags (its identifier uses are in
+/// the posting lists: [`SymbolIndex::uses`]).
+pub struct StoredFile {
+    pub rel: String,
+    pub lang: Lang,
+    pub outline: Outline,
+}
+
 /// The symbol index, read in place from its stored bytes ([`format`]): a memory map of
 /// `.code-intel/index/symbols.idx`, or a buffer when it was not stored. A file's syntax is
 /// decoded the first time a lookup needs it, so a lookup touches only the files it answers
@@ -39,7 +49,7 @@ pub type SymbolRef = (u32, u32);
 #[derive(Default)]
 pub struct SymbolIndex {
     opened: Option<format::Opened>,
-    decoded: Box<[OnceLock<IndexedFile>]>,
+    decoded: Box<[OnceLock<StoredFile>]>,
     /// Stored bytes of the files decoded so far (what [`SymbolIndex::trim`] bounds).
     decoded_bytes: AtomicUsize,
     /// A posting list or a file failed its check while being read: the index must be rebuilt.
@@ -79,7 +89,16 @@ impl SymbolIndex {
         };
         // The files are at hand: no need to decode them again.
         for (cell, file) in index.decoded.iter().zip(files) {
-            let _ = cell.set(file);
+            let s = file.syntax;
+            let outline = Outline {
+                symbols: s.symbols,
+                imports: s.imports,
+                line_count: s.line_count,
+                has_errors: s.has_errors,
+                symbols_left_out: s.symbols_left_out,
+                parse_stopped: s.parse_stopped,
+            };
+            let _ = cell.set(StoredFile { rel: file.rel, lang: file.lang, outline });
         }
         index
     }
@@ -135,18 +154,18 @@ impl SymbolIndex {
     }
 
     /// Every file, decoding each as it comes.
-    pub fn files(&self) -> impl Iterator<Item = &IndexedFile> + '_ {
+    pub fn files(&self) -> impl Iterator<Item = &StoredFile> + '_ {
         (0..self.file_count() as u32).map(|i| self.file_at(i))
     }
 
-    pub fn file(&self, rel: &str) -> Option<&IndexedFile> {
+    pub fn file(&self, rel: &str) -> Option<&StoredFile> {
         let o = self.opened.as_ref()?;
         let i = o.records.binary_search_by(|r| o.rel(r).cmp(rel)).ok()?;
         Some(self.file_at(i as u32))
     }
 
     /// The file with id `index` (ids come from this index's lookups).
-    pub fn file_at(&self, index: u32) -> &IndexedFile {
+    pub fn file_at(&self, index: u32) -> &StoredFile {
         self.decoded[index as usize].get_or_init(|| self.decode(index))
     }
 
@@ -168,39 +187,42 @@ impl SymbolIndex {
         release_free_memory();
     }
 
-    fn decode(&self, index: u32) -> IndexedFile {
-        let Some(r) = self.opened.as_ref().and_then(|o| o.records.get(index as usize).map(|r| (o, r))) else {
-            self.mark_corrupt("a file id out of range");
-            return IndexedFile {
-                rel: String::new(),
-                size: 0,
-                mtime_ns: 0,
-                hash: [0; 32],
-                lang: Lang::ALL[0],
-                syntax: FileSyntax::default(),
-            };
+    fn decode(&self, index: u32) -> StoredFile {
+        let empty = || Outline {
+            symbols: Vec::new(),
+            imports: Vec::new(),
+            line_count: 0,
+            has_errors: false,
+            symbols_left_out: 0,
+            parse_stopped: false,
         };
-        let (o, r) = r;
+        let Some((o, r)) = self.opened.as_ref().and_then(|o| o.records.get(index as usize).map(|r| (o, r))) else {
+            self.mark_corrupt("a file id out of range");
+            return StoredFile { rel: String::new(), lang: Lang::ALL[0], outline: empty() };
+        };
         self.decoded_bytes.fetch_add(r.blob.1 as usize, Ordering::Relaxed);
-        let syntax = match o.blob(r).and_then(format::decode_syntax) {
-            Some(syntax) => syntax,
+        let outline = match o.blob(r).and_then(|b| format::decode_outline(b, r)) {
+            Some(outline) => outline,
             None => {
                 self.mark_corrupt(o.rel(r));
-                FileSyntax::default()
+                empty()
             }
         };
-        IndexedFile { rel: o.rel(r).to_owned(), size: r.size, mtime_ns: r.mtime_ns, hash: r.hash, lang: r.lang, syntax }
+        StoredFile { rel: o.rel(r).to_owned(), lang: r.lang, outline }
     }
 
-    pub fn symbol(&self, r: SymbolRef) -> (&IndexedFile, &Symbol) {
-        let file = self.file_at(r.0);
-        match file.syntax.symbols.get(r.1 as usize) {
-            Some(symbol) => (file, symbol),
-            None => {
-                self.mark_corrupt(&file.rel);
-                (file, &MISSING)
-            }
+    /// A definition, read in place (nothing else of its file is decoded), with its file's
+    /// facts; None (and the index marked corrupt) when it fails its check.
+    pub fn symbol(&self, r: SymbolRef) -> Option<(FileMeta<'_>, Symbol)> {
+        let o = self.opened.as_ref()?;
+        let found = o.records.get(r.0 as usize).and_then(|record| {
+            let meta = self.meta(r.0)?;
+            Some((meta, o.symbol(record, r.1)?))
+        });
+        if found.is_none() {
+            self.mark_corrupt("a symbol record");
         }
+        found
     }
 
     pub fn symbol_count(&self) -> usize {
@@ -253,23 +275,6 @@ impl SymbolIndex {
         Some(FileMeta { rel: o.rel(r), size: r.size, mtime_ns: r.mtime_ns, hash: r.hash, lang: r.lang })
     }
 
-    /// The occurrences of name id `name_id` (from [`SymbolIndex::files_referencing`]) in file
-    /// `index`, read in place: nothing of the file is decoded.
-    pub fn occurrences_of(&self, index: u32, name_id: u32) -> Vec<crate::syntax::Occurrence> {
-        if let Some(file) = self.decoded.get(index as usize).and_then(OnceLock::get) {
-            return file.syntax.occurrences_of_id(name_id).to_vec();
-        }
-        let Some(o) = self.opened.as_ref() else { return Vec::new() };
-        let Some(r) = o.records.get(index as usize) else { return Vec::new() };
-        match o.blob(r).and_then(|b| format::blob_occurrences(b, name_id)) {
-            Some(found) => found,
-            None => {
-                self.mark_corrupt(o.rel(r));
-                Vec::new()
-            }
-        }
-    }
-
     /// Files whose import statements contain `word` as a whole identifier, in path order.
     pub fn files_importing(&self, word: &str) -> Vec<u32> {
         let key = format!("{}{word}", format::IMPORT_KEY);
@@ -284,9 +289,16 @@ impl SymbolIndex {
         files
     }
 
-    /// Files with occurrences of `name`: (file index, local name id), in path order.
-    pub fn files_referencing(&self, name: &str) -> Vec<(u32, u32)> {
-        self.postings(name).map(|p| self.checked(p.refs())).unwrap_or_default()
+    /// Every use of `name` (not its definitions), in path and position order, read from its
+    /// posting list alone.
+    pub fn uses(&self, name: &str) -> Vec<NameUse> {
+        let Some(list) = self.postings(name) else { return Vec::new() };
+        let n = self.file_count() as u32;
+        let uses: Vec<NameUse> = list.uses().filter(|u| u.file < n).collect();
+        if uses.len() != list.uses().count() {
+            self.mark_corrupt("a posting names a file that is not there");
+        }
+        uses
     }
 
     /// Pairs whose file id exists; any other marks the index corrupt.
@@ -317,19 +329,6 @@ fn release_free_memory() {
         libc::malloc_trim(0);
     }
 }
-
-/// What a symbol lookup yields when the index is found corrupt mid-read.
-static MISSING: Symbol = Symbol {
-    name: String::new(),
-    kind: crate::syntax::SymbolKind::Variable,
-    line: 0,
-    end_line: 0,
-    column: 0,
-    scope: None,
-    signature: String::new(),
-    parent: None,
-    exported: false,
-};
 
 impl IndexedFile {
     pub(crate) fn as_source(&self) -> format::Source<'_> {

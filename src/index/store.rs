@@ -165,9 +165,15 @@ mod tests {
         stored(dir.path());
         let loaded = load(dir.path()).unwrap();
         assert_eq!(loaded.file_count(), 2);
-        assert_eq!(loaded.file("src/lib.rs").unwrap().syntax, sample()[0].syntax);
+        let file = loaded.file("src/lib.rs").unwrap();
+        assert_eq!(file.outline.symbols, sample()[0].syntax.symbols);
+        assert_eq!(file.outline.imports, sample()[0].syntax.imports);
         assert_eq!(loaded.definitions_named("alpha"), vec![(0, 0)]);
-        assert_eq!(loaded.files_referencing("alpha").len(), 1);
+        assert_eq!(loaded.symbol((0, 1)).unwrap().1, sample()[0].syntax.symbols[1]);
+        // gamma calls alpha in the other file; alpha's own definition is not a use.
+        let uses = loaded.uses("alpha");
+        assert_eq!(uses.len(), 1);
+        assert_eq!((uses[0].file, uses[0].line, uses[0].enclosing), (1, 1, Some(0)));
         assert_eq!(loaded.symbol_count(), 3);
         let ignore = std::fs::read_to_string(index_dir(dir.path()).join(".gitignore")).unwrap();
         assert!(ignore.lines().any(|l| l == "*"));
@@ -205,10 +211,28 @@ mod tests {
             std::fs::write(&path, &flipped).unwrap();
             let index = load(dir.path()).expect("the tables still check out");
             let _ = index.definitions_named("alpha");
-            let _ = index.files_referencing("beta");
+            let _ = index.uses("beta");
             let _ = index.definitions_named("gamma");
             let _ = index.files().count();
             assert!(index.is_corrupt(), "byte {at} flipped went unnoticed");
+        }
+        // A flipped byte in a file's symbols or their strings is found when that symbol is read
+        // in place, and when the file is decoded whole.
+        let opened = load(dir.path());
+        let (blobs, symbols_len) =
+            opened.as_ref().and_then(|i| i.opened()).map(|o| (o.header.blobs, o.records[0].rest)).unwrap();
+        drop(opened);
+        for at in blobs.0 as usize..blobs.0 as usize + symbols_len as usize {
+            let mut flipped = good.clone();
+            flipped[at] ^= 0x55;
+            std::fs::write(&path, &flipped).unwrap();
+            let index = load(dir.path()).expect("the tables still check out");
+            let read = [index.symbol((0, 0)), index.symbol((0, 1))];
+            assert!(index.is_corrupt(), "byte {at} of a symbol flipped went unnoticed");
+            assert!(read.iter().any(Option::is_none));
+            let index = load(dir.path()).unwrap();
+            let _ = index.files().count();
+            assert!(index.is_corrupt(), "byte {at} of a blob flipped went unnoticed by a decode");
         }
     }
 }

@@ -52,9 +52,9 @@ pub fn find_definitions(ws: &Workspace, params: FindDefinitionsParams) -> ToolRe
         let refs = if exact { index.definitions_named(symbol).to_vec() } else { index.definitions_containing(symbol) };
         let mut defs: Vec<Definition> = refs
             .into_iter()
-            .map(|r| index.symbol(r))
-            .filter(|(f, _)| under(&f.rel, &prefix) && language.is_none_or(|l| l == f.lang))
-            .map(|(f, s)| Definition::new(&f.rel, f.lang, s))
+            .filter(|r| index.meta(r.0).is_some_and(|f| under(f.rel, &prefix) && language.is_none_or(|l| l == f.lang)))
+            .filter_map(|r| index.symbol(r))
+            .map(|(f, s)| Definition::new(f.rel, f.lang, &s))
             .collect();
         defs.sort_by(|a, b| (a.file.as_str(), a.line).cmp(&(b.file.as_str(), b.line)));
         let total = defs.len();

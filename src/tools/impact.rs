@@ -141,11 +141,13 @@ struct Acc {
 fn followed_names(index: &SymbolIndex, rel: &str) -> Vec<String> {
     let mut names: BTreeSet<String> = BTreeSet::new();
     if let Some(file) = index.file(rel) {
-        for s in &file.syntax.symbols {
+        let symbols = &file.outline.symbols;
+        for s in symbols {
             let followed = s.kind.is_callable()
                 || s.kind.is_class_like()
                 || matches!(s.kind, SymbolKind::Constant | SymbolKind::Type | SymbolKind::Macro | SymbolKind::Module);
-            let nested_in_callable = s.parent.is_some_and(|p| file.syntax.symbols[p as usize].kind.is_callable());
+            let nested_in_callable =
+                s.parent.is_some_and(|p| symbols.get(p as usize).is_some_and(|p| p.kind.is_callable()));
             if followed && !nested_in_callable && s.name.len() >= 3 && !COMMON_NAMES.contains(&s.name.as_str()) {
                 names.insert(s.name.clone());
             }
@@ -192,11 +194,11 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
             for target in &targets {
                 for name in &target.symbols {
                     let others = |r: &str, _| !target_rels.iter().any(|t| t == r);
-                    for (fi, occ) in super::references::occurrences(index, name, others) {
-                        let Some(meta) = index.meta(fi) else { continue };
+                    for u in super::references::uses(index, name, others) {
+                        let Some(meta) = index.meta(u.file) else { continue };
                         let acc = code_hits.entry(meta.rel.to_owned()).or_default();
                         acc.symbols.insert(name.clone());
-                        acc.lines.insert(occ.line);
+                        acc.lines.insert(u.line);
                     }
                 }
                 // Imports that name the target's module (file stem), e.g. `use crate::auth`,
@@ -214,7 +216,7 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
                         if target_rels.iter().any(|t| t == &file.rel) {
                             continue;
                         }
-                        for imp in &file.syntax.imports {
+                        for imp in &file.outline.imports {
                             if mentions_word(&imp.text, &stem) {
                                 let acc = code_hits.entry(file.rel.clone()).or_default();
                                 acc.imports.insert(stem.clone());

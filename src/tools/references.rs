@@ -8,9 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::page::{MAX_RESPONSE_BYTES, take_page};
 use super::{FastPathNote, SkippedFiles, ToolResult, Workspace, given, under};
-use crate::index::SymbolIndex;
 use crate::index::refresh::Lookup;
-use crate::syntax::Occurrence;
+use crate::index::{NameUse, SymbolIndex};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct FindReferencesParams {
@@ -69,28 +68,35 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
     let offset = params.offset.unwrap_or(0);
     let lookup = Lookup::Words { words: vec![symbol.to_owned()], ignore_case: false };
     ws.with_index_for(&lookup, |index, report| {
-        let hits = occurrences(index, symbol, |rel, lang| under(rel, &prefix) && language.is_none_or(|l| l == lang));
+        let hits = uses(index, symbol, |rel, lang| under(rel, &prefix) && language.is_none_or(|l| l == lang));
         let total = hits.len();
         let files = {
-            let mut f: Vec<u32> = hits.iter().map(|(fi, _)| *fi).collect();
+            let mut f: Vec<u32> = hits.iter().map(|u| u.file).collect();
             f.dedup();
             f.len()
         };
-        let mut lines = LineCache::new(ws);
-        let refs = hits.into_iter().skip(offset).map(|(fi, occ)| {
-            let file = index.file_at(fi);
-            let enclosing = occ.enclosing.map(|si| {
-                let s = &file.syntax.symbols[si as usize];
-                Enclosing { name: s.name.clone(), kind: s.kind.name().to_owned(), line: s.line, scope: s.scope.clone() }
-            });
-            Reference {
-                file: file.rel.clone(),
-                line: occ.line,
-                column: occ.column,
-                text: lines.line(&file.rel, occ.line),
-                enclosing,
-                language: file.lang.name().to_owned(),
-            }
+        // Only the page's enclosing definitions are read, each in place; its source lines are
+        // read a batch at a time, the batch's files in parallel.
+        let rest = hits.get(offset..).unwrap_or_default();
+        let refs = rest.chunks(LINE_BATCH).flat_map(|batch| {
+            let texts = source_lines(ws, index, batch);
+            batch.iter().zip(texts).filter_map(|(u, text)| {
+                let meta = index.meta(u.file)?;
+                let enclosing = u.enclosing.and_then(|si| index.symbol((u.file, si))).map(|(_, s)| Enclosing {
+                    name: s.name,
+                    kind: s.kind.name().to_owned(),
+                    line: s.line,
+                    scope: s.scope,
+                });
+                Some(Reference {
+                    file: meta.rel.to_owned(),
+                    line: u.line,
+                    column: u.column,
+                    text,
+                    enclosing,
+                    language: meta.lang.name().to_owned(),
+                })
+            })
         });
         let page = take_page(refs, offset, usize::MAX, MAX_RESPONSE_BYTES);
         Ok(FindReferencesOutput {
@@ -107,61 +113,111 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
     })
 }
 
-/// Every occurrence of `name` in files accepted by `keep`, in path and position order.
-pub fn occurrences(
-    index: &SymbolIndex,
-    name: &str,
-    keep: impl Fn(&str, crate::lang::Lang) -> bool,
-) -> Vec<(u32, Occurrence)> {
-    // Read in place: a file is decoded only when its references are shown.
-    let mut out = Vec::new();
-    for (fi, name_id) in index.files_referencing(name) {
-        let Some(meta) = index.meta(fi) else { continue };
-        if keep(meta.rel, meta.lang) {
-            out.extend(index.occurrences_of(fi, name_id).into_iter().map(|o| (fi, o)));
-        }
-    }
-    out
+/// Every use of `name` in files accepted by `keep`, in path and position order: one posting
+/// list, nothing of the files decoded.
+pub fn uses(index: &SymbolIndex, name: &str, keep: impl Fn(&str, crate::lang::Lang) -> bool) -> Vec<NameUse> {
+    let mut uses = index.uses(name);
+    uses.retain(|u| index.meta(u.file).is_some_and(|m| keep(m.rel, m.lang)));
+    uses
+}
+
+/// How many references' source lines are read at a time: a page holds a few hundred, and at
+/// most one batch is read past the page's end.
+const LINE_BATCH: usize = 128;
+
+/// The source line of each use in `batch` (in path and position order), each file read by one
+/// of rayon's threads: opening files, not reading them, is most of a page's cost.
+fn source_lines(ws: &Workspace, index: &SymbolIndex, batch: &[NameUse]) -> Vec<String> {
+    use rayon::prelude::*;
+    let runs: Vec<&[NameUse]> = batch.chunk_by(|a, b| a.file == b.file).collect();
+    let per_file: Vec<Vec<String>> = runs
+        .par_iter()
+        .map(|run| {
+            let Some(rel) = run.first().and_then(|u| index.meta(u.file)).map(|m| m.rel) else {
+                return vec![String::new(); run.len()];
+            };
+            let mut lines = LineCache::new(ws);
+            run.iter().map(|u| lines.line(rel, u.line)).collect()
+        })
+        .collect();
+    per_file.into_iter().flatten().collect()
 }
 
 /// Reads source lines for the references on the current page, one file at a time. References
-/// come in position order, so each file is read once and scanned forward for line breaks.
+/// come in position order, so each file is opened once and read forward only as far as the
+/// last line shown (a reference near the top of a large file reads a few KB, not the file).
 struct LineCache<'w> {
     ws: &'w Workspace,
     rel: String,
+    file: Option<std::fs::File>,
     bytes: Vec<u8>,
     /// `at` is where 1-based line `line` starts.
     line: u32,
     at: usize,
 }
 
+/// How much more of a file is read at a time.
+const READ_AHEAD: usize = 16 * 1024;
+
 impl<'w> LineCache<'w> {
     fn new(ws: &'w Workspace) -> Self {
-        LineCache { ws, rel: String::new(), bytes: Vec::new(), line: 1, at: 0 }
+        LineCache { ws, rel: String::new(), file: None, bytes: Vec::new(), line: 1, at: 0 }
+    }
+
+    /// Reads the next part of the file; false at its end (or on an error).
+    fn read_more(&mut self) -> bool {
+        use std::io::Read;
+        let Some(file) = self.file.as_mut() else { return false };
+        let len = self.bytes.len();
+        self.bytes.resize(len + READ_AHEAD.max(len), 0);
+        let n = file.read(&mut self.bytes[len..]).unwrap_or(0);
+        self.bytes.truncate(len + n);
+        if n == 0 {
+            self.file = None;
+        }
+        n > 0
     }
 
     fn line(&mut self, rel: &str, line: u32) -> String {
         if self.rel != rel {
             rel.clone_into(&mut self.rel);
-            self.bytes = std::fs::read(self.ws.repo.root().join(rel)).unwrap_or_default();
+            self.file = std::fs::File::open(self.ws.repo.root().join(rel)).ok();
+            self.bytes.clear();
             (self.line, self.at) = (1, 0);
         }
         if line < self.line {
             (self.line, self.at) = (1, 0);
         }
-        if self.line < line {
-            let newlines_to_skip = (line - self.line - 1) as usize;
-            match memchr::memchr_iter(b'\n', &self.bytes[self.at..]).nth(newlines_to_skip) {
+        // Forward to the line's start, reading more as needed.
+        let mut scanned = self.at;
+        while self.line < line {
+            match memchr::memchr(b'\n', &self.bytes[scanned..]) {
                 Some(i) => {
-                    self.at += i + 1;
-                    self.line = line;
+                    scanned += i + 1;
+                    self.at = scanned;
+                    self.line += 1;
                 }
-                None => return String::new(),
+                None => {
+                    scanned = self.bytes.len();
+                    if !self.read_more() {
+                        return String::new();
+                    }
+                }
             }
         }
-        let rest = &self.bytes[self.at..];
-        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-        let text = String::from_utf8_lossy(&rest[..end]);
+        // And to its end.
+        let end = loop {
+            match memchr::memchr(b'\n', &self.bytes[scanned..]) {
+                Some(i) => break scanned + i,
+                None => {
+                    scanned = self.bytes.len();
+                    if !self.read_more() {
+                        break self.bytes.len();
+                    }
+                }
+            }
+        };
+        let text = String::from_utf8_lossy(&self.bytes[self.at..end]);
         let text = text.trim();
         match text.char_indices().nth(400) {
             Some((i, _)) => format!("{}…", &text[..i]),

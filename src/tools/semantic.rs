@@ -268,7 +268,7 @@ fn symbol_at(ws: &Workspace, file: &str, line: usize) -> Option<String> {
         let f = index.file(file)?;
         let line = line as u32;
         let s = f
-            .syntax
+            .outline
             .symbols
             .iter()
             .filter(|s| s.line <= line && line <= s.end_line)

@@ -56,19 +56,20 @@ pub fn get_symbols(ws: &Workspace, params: GetSymbolsParams) -> ToolResult<GetSy
         let mut left_out = (0u64, 0usize);
         let mut stopped: Vec<&str> = Vec::new();
         let mut all = Vec::new();
-        for file in index.files() {
-            if !under(&file.rel, &prefix) || language.is_some_and(|l| l != file.lang) {
-                continue;
-            }
+        // Only the files listed are decoded.
+        let listed: Vec<u32> = (0..index.file_count() as u32)
+            .filter(|&i| index.meta(i).is_some_and(|m| under(m.rel, &prefix) && language.is_none_or(|l| l == m.lang)))
+            .collect();
+        for file in listed.into_iter().map(|i| index.file_at(i)) {
             files += 1;
-            if file.syntax.parse_stopped {
+            if file.outline.parse_stopped {
                 stopped.push(&file.rel);
             }
-            if file.syntax.symbols_left_out > 0 {
-                left_out = (left_out.0 + u64::from(file.syntax.symbols_left_out), left_out.1 + 1);
+            if file.outline.symbols_left_out > 0 {
+                left_out = (left_out.0 + u64::from(file.outline.symbols_left_out), left_out.1 + 1);
             }
             all.extend(
-                file.syntax
+                file.outline
                     .symbols
                     .iter()
                     .filter(|s| kind.is_none_or(|k| s.kind.matches_filter(k)))
