@@ -198,15 +198,6 @@ impl FileSyntax {
     }
 }
 
-impl FileSyntax {
-    /// The occurrences of name id `id` (an index into `names`).
-    pub fn occurrences_of_id(&self, id: u32) -> &[Occurrence] {
-        let start = self.refs.partition_point(|o| o.name < id);
-        let end = self.refs.partition_point(|o| o.name <= id);
-        &self.refs[start..end]
-    }
-}
-
 /// How a node kind is treated by the reference walk.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum NodeClass {

@@ -358,8 +358,10 @@ pub fn open(backing: Backing) -> Option<Opened> {
     Some(Opened { backing, header, records, fst })
 }
 
-/// (file id, symbol, import or name id) pairs.
+/// (file id, symbol or import) pairs.
 type Pairs = Vec<(u32, u32)>;
+/// (file id, range of the file's occurrences) of a new file's uses of one name.
+type NewUses = Vec<(u32, Range<u32>)>;
 
 /// A file of the index being written: one kept from the previous index (its blob is copied as
 /// it is), or one parsed now.
@@ -386,12 +388,14 @@ pub fn write<W: Write + Seek>(
     old_ids: &[Option<u32>],
     stamp: &[u8],
 ) -> std::io::Result<()> {
+    let started = std::time::Instant::now();
     let mut position = HEADER_LEN as u64;
     out.write_all(&[0u8; HEADER_LEN])?;
 
-    // Names of the new files: their definitions as (file, symbol), their uses as (file, name
-    // id), expanded to positions when written.
-    let mut fresh: BTreeMap<std::borrow::Cow<str>, (Pairs, Pairs)> = BTreeMap::new();
+    // Names of the new files: their definitions as (file, symbol), their uses as (file, range
+    // of the file's occurrences), expanded to positions when written. The ranges are found here,
+    // walking each file's occurrences in order, not by searching them name by name later.
+    let mut fresh: BTreeMap<std::borrow::Cow<str>, (Pairs, NewUses)> = BTreeMap::new();
     let mut n_symbols = 0u64;
     for (id, f) in files.iter().enumerate() {
         let Source::New { syntax, .. } = f else { continue };
@@ -400,8 +404,13 @@ pub fn write<W: Write + Seek>(
         for (si, s) in syntax.symbols.iter().enumerate() {
             fresh.entry(s.name.as_str().into()).or_default().0.push((id, si as u32));
         }
-        for (ni, n) in syntax.names.iter().enumerate() {
-            fresh.entry(n.as_str().into()).or_default().1.push((id, ni as u32));
+        let mut at = 0u32;
+        for run in syntax.refs.chunk_by(|a, b| a.name == b.name) {
+            let range = at..at + run.len() as u32;
+            at = range.end;
+            if let Some(name) = syntax.names.get(run[0].name as usize) {
+                fresh.entry(name.as_str().into()).or_default().1.push((id, range));
+            }
         }
         for (ii, import) in syntax.imports.iter().enumerate() {
             for word in import_words(&import.text) {
@@ -412,17 +421,14 @@ pub fn write<W: Write + Seek>(
             }
         }
     }
-    let expand = |(file, name): (u32, u32), into: &mut Vec<NameUse>| {
+    let expand = |(file, range): (u32, Range<u32>), into: &mut Vec<NameUse>| {
         if let Some(Source::New { syntax, .. }) = files.get(file as usize) {
-            into.extend(syntax.occurrences_of_id(name).iter().map(|o| NameUse {
-                file,
-                line: o.line,
-                column: o.column,
-                enclosing: o.enclosing,
-            }));
+            let run = syntax.refs.get(range.start as usize..range.end as usize).unwrap_or_default();
+            into.extend(run.iter().map(|o| NameUse { file, line: o.line, column: o.column, enclosing: o.enclosing }));
         }
     };
 
+    tracing::debug!("index write: names gathered in {:?}", started.elapsed());
     // Postings: the previous index's names and the new ones, merged in key order.
     let postings_off = position;
     let mut fst = fst::MapBuilder::memory();
@@ -452,7 +458,7 @@ pub fn write<W: Write + Seek>(
     let new_id = |file: u32| old_ids.get(file as usize).copied().flatten();
     let mut fresh_iter = fresh.into_iter().peekable();
     let (mut defs, mut uses) = (Vec::new(), Vec::new());
-    let emit_fresh = |(d, u): (Pairs, Pairs), defs: &mut Pairs, uses: &mut Vec<NameUse>| {
+    let emit_fresh = |(d, u): (Pairs, NewUses), defs: &mut Pairs, uses: &mut Vec<NameUse>| {
         defs.extend(d);
         for pair in u {
             expand(pair, uses);
@@ -494,12 +500,28 @@ pub fn write<W: Write + Seek>(
         emit(k.as_bytes(), &mut defs, &mut uses, &mut position)?;
     }
     let postings = (postings_off, position - postings_off);
+    tracing::debug!("index write: postings {} MB in {:?}", postings.1 >> 20, started.elapsed());
 
     // Blobs, and the records that point at them.
     let blobs_off = position;
     let mut records = Vec::with_capacity(files.len());
     let mut strings = Vec::new();
-    for f in files {
+    // New files' blobs are encoded a chunk at a time on every core, then written in order.
+    let mut encoded = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        if i % BLOB_CHUNK == 0 {
+            use rayon::prelude::*;
+            let chunk = &files[i..files.len().min(i + BLOB_CHUNK)];
+            encoded = chunk
+                .par_iter()
+                .map(|f| match f {
+                    Source::New { syntax, .. } => encode_blob(syntax).map(Some),
+                    Source::Kept { .. } => Ok(None),
+                })
+                .collect::<std::io::Result<Vec<_>>>()?;
+            encoded.reverse();
+        }
+        let blob = encoded.pop().flatten();
         let rel = (strings.len() as u64, f.rel().len() as u32);
         strings.extend_from_slice(f.rel().as_bytes());
         let at = position - blobs_off;
@@ -513,7 +535,7 @@ pub fn write<W: Write + Seek>(
                 Record { rel, blob: (at, record.blob.1, record.blob.2), ..*record }
             }
             Source::New { size, mtime_ns, hash, lang, syntax, .. } => {
-                let (blob, rest) = encode_blob(syntax)?;
+                let (blob, rest) = blob.ok_or_else(|| std::io::Error::other("a new file's blob was not encoded"))?;
                 out.write_all(&blob)?;
                 position += blob.len() as u64;
                 Record {
@@ -531,6 +553,7 @@ pub fn write<W: Write + Seek>(
         records.push(record);
     }
     let blobs = (blobs_off, position - blobs_off);
+    tracing::debug!("index write: blobs {} MB, {:?} since start", blobs.1 >> 20, started.elapsed());
 
     // The checksummed tables.
     let mut tables = Vec::with_capacity(records.len() * RECORD_LEN + strings.len() + stamp.len());
@@ -568,6 +591,9 @@ pub fn write<W: Write + Seek>(
     out.flush()
 }
 
+/// How many files' blobs are encoded at once (in parallel) before they are written.
+const BLOB_CHUNK: usize = 512;
+
 /// A symbol record: crc32 (over the rest of the record and the symbol's strings), then name,
 /// scope (length `u32::MAX` for none) and signature as (offset within the blob, length), line,
 /// end line, column, parent + 1 (0 for none), kind, exported, two zero bytes.
@@ -601,7 +627,7 @@ fn encode_blob(syntax: &FileSyntax) -> std::io::Result<(Vec<u8>, u32)> {
     for s in &syntax.symbols {
         let name = pool.place(&s.name)?;
         let scope = match &s.scope {
-            Some(scope) => pool.place(scope)?,
+            Some(scope) => pool.place_scope(scope)?,
             None => (0, NO_SCOPE),
         };
         let signature = pool.place(&s.signature)?;
@@ -655,25 +681,40 @@ fn too_big() -> std::io::Error {
     std::io::Error::other("a file's syntax over 4 GB")
 }
 
-/// A file's symbol strings, each stored once; offsets are within the blob, after the records.
+/// A file's symbol strings. A scope the same as the previous symbol's (siblings share theirs)
+/// is stored once, as is a string the same as the one placed just before it.
 #[derive(Default)]
 struct StringPool<'a> {
     base: usize,
     bytes: Vec<u8>,
-    placed: std::collections::HashMap<&'a str, (u32, u32)>,
+    last: Option<(&'a str, (u32, u32))>,
+    last_scope: Option<(&'a str, (u32, u32))>,
 }
 
 impl<'a> StringPool<'a> {
     fn place(&mut self, text: &'a str) -> std::io::Result<(u32, u32)> {
-        if let Some(at) = self.placed.get(text) {
-            return Ok(*at);
+        if let Some((last, at)) = self.last
+            && last == text
+        {
+            return Ok(at);
         }
         let at = (
             u32::try_from(self.base + self.bytes.len()).map_err(|_| too_big())?,
             u32::try_from(text.len()).map_err(|_| too_big())?,
         );
         self.bytes.extend_from_slice(text.as_bytes());
-        self.placed.insert(text, at);
+        self.last = Some((text, at));
+        Ok(at)
+    }
+
+    fn place_scope(&mut self, scope: &'a str) -> std::io::Result<(u32, u32)> {
+        if let Some((last, at)) = self.last_scope
+            && last == scope
+        {
+            return Ok(at);
+        }
+        let at = self.place(scope)?;
+        self.last_scope = Some((scope, at));
         Ok(at)
     }
 }
