@@ -7,13 +7,16 @@
 //! - find_definitions / find_references on the warm in-process index, p50 and p95;
 //! - the first lookup on a fresh clone, one-shot lookups on the mapped index, server memory
 //!   ([`scale`]);
+//! - one-shot symbol lookup against codanna 0.16, when its binary is at hand ([`codanna`]);
 //! - process spawn to the MCP `initialize` reply;
 //! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]);
 //! - peak RSS on input built to exhaust memory ([`memory`]).
 //!
-//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`, `lookups`) runs only that
-//! part.
+//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`, `lookups`,
+//! `codanna`) runs only that part.
 
+#[path = "codanna.rs"]
+mod codanna;
 #[path = "memory.rs"]
 mod memory;
 #[path = "scale.rs"]
@@ -76,6 +79,7 @@ fn main() {
         Some("scale") => return scale::run(&bin, &corpus),
         Some("share") => return scale::shared_forest(&bin, &corpus),
         Some("lookups") => return warm_lookups(&corpus),
+        Some("codanna") => return codanna::run(&bin, &corpus),
         _ => {}
     }
     println!("\n## search_text vs rg (median of 5, output written to a file)");
@@ -140,6 +144,7 @@ fn main() {
     warm_lookups(&corpus);
 
     scale::run(&bin, &corpus);
+    codanna::run(&bin, &corpus);
 
     git_ops(&corpus);
 

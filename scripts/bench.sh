@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark, in one command: fetches the corpus (the crate sources of this project's
-# dependencies), copies it aside, builds in release mode and compares against rg and ctags.
+# dependencies), copies it aside, builds in release mode and compares against rg and ctags (and
+# codanna 0.16, when CODANNA=<path> is set or codanna is on PATH; docs/PERFORMANCE.md has the
+# recipe that builds it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/git-code-intel/target}"
