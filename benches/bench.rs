@@ -8,12 +8,13 @@
 //! - the first lookup on a fresh clone, one-shot lookups on the mapped index, server memory
 //!   ([`scale`]);
 //! - one-shot symbol lookup against codanna 0.16, when its binary is at hand ([`codanna`]);
+//! - the byte count of tools/list, the part the model sees and the whole;
 //! - process spawn to the MCP `initialize` reply;
 //! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]);
 //! - peak RSS on input built to exhaust memory ([`memory`]).
 //!
 //! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`, `lookups`,
-//! `codanna`) runs only that part.
+//! `codanna`, `tools`) runs only that part.
 
 #[path = "codanna.rs"]
 mod codanna;
@@ -80,8 +81,11 @@ fn main() {
         Some("share") => return scale::shared_forest(&bin, &corpus),
         Some("lookups") => return warm_lookups(&corpus),
         Some("codanna") => return codanna::run(&bin, &corpus),
+        Some("tools") => return tool_list_bytes(),
         _ => {}
     }
+    tool_list_bytes();
+
     println!("\n## search_text vs rg (median of 5, output written to a file)");
     let mut ratios = Vec::new();
     for p in PATTERNS {
@@ -157,6 +161,27 @@ fn main() {
     scale::shared_forest(&bin, &corpus);
 
     memory::run(&bin);
+}
+
+/// What tools/list costs an agent: the model-visible part (names, descriptions, input schemas)
+/// and the whole list (with annotations and output schemas), as compact JSON.
+fn tool_list_bytes() {
+    println!("\n## tools/list size");
+    let tools = git_code_intel::mcp::served_tools();
+    let visible: usize = tools
+        .iter()
+        .map(|t| {
+            let part = serde_json::json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema});
+            serde_json::to_vec(&part).map_or(0, |v| v.len())
+        })
+        .sum();
+    let whole = serde_json::to_vec(&tools).map_or(0, |v| v.len());
+    println!(
+        "{} tools: model-visible {:.1} KB (names, descriptions, input schemas; target <= 14 KB), whole list {:.1} KB",
+        tools.len(),
+        visible as f64 / 1024.0,
+        whole as f64 / 1024.0
+    );
 }
 
 /// find_definitions / find_references on the warm in-process index (the server's case).

@@ -14,6 +14,9 @@ command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 dpkg -s libopenblas-dev >/dev/null 2>&1 || need_apt+=(libopenblas-dev)
 # `git code-intel --help` opens the manual page (`git code-intel man --install`) with man.
 command -v man >/dev/null 2>&1 || need_apt+=(man-db)
+# The tests drive the server with a second, independent MCP client: the official Inspector CLI,
+# fetched by npx from the npm registry.
+command -v npx >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # Reference tools for the benchmark (scripts/bench.sh): ripgrep and universal-ctags.
 if [ "${CODE_INTEL_BENCH_TOOLS:-1}" = 1 ]; then
   command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)

@@ -11,3 +11,6 @@ eval "$(bash scripts/model.sh)"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+# The official MCP Inspector as a second client: tools/list must pass its --strict schema
+# portability check (0 errors, 0 warnings). The binary is the one cargo test built.
+bash scripts/inspector.sh "$CARGO_TARGET_DIR/debug/git-code-intel"

@@ -3,6 +3,7 @@
 //! the messages, and answers what it cannot read.
 
 pub mod arguments;
+pub mod portable;
 pub mod transport;
 
 use std::sync::Arc;
@@ -189,7 +190,14 @@ pub struct StartSessionParams {
 pub struct SubmitPhaseParams {
     /// The payload for the current phase, as given by `expected_payload` (an object, or a string
     /// holding one).
+    #[schemars(schema_with = "payload_schema")]
     pub data: serde_json::Value,
+}
+
+/// A phase payload: an object whose shape the current phase's `expected_payload` gives, or a
+/// string holding one.
+fn payload_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"anyOf": [{"type": "object", "additionalProperties": true}, {"type": "string"}]})
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
@@ -500,7 +508,19 @@ pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
                 .open_world(false),
         );
     }
+    // Arguments are checked against the schemas as generated (an explicit `null` for an
+    // optional parameter is accepted); tools/list shows their portable form.
     arguments::check_arguments(&mut router);
+    for route in router.map.values_mut() {
+        let mut schema = (*route.attr.input_schema).clone();
+        portable::input(&mut schema);
+        route.attr.input_schema = std::sync::Arc::new(schema);
+        if let Some(out) = route.attr.output_schema.as_mut() {
+            let mut schema = (**out).clone();
+            portable::output(&mut schema);
+            *out = std::sync::Arc::new(schema);
+        }
+    }
     router
 }
 

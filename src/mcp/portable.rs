@@ -1,0 +1,210 @@
+//! Tool schemas as every client can read them. schemars writes an `Option<T>` as
+//! `"type": [T, "null"]`, which clients that map schemas onto a single-`type` dialect (the
+//! OpenAPI subset some model providers use for function declarations) may reject. What
+//! tools/list shows is rewritten here:
+//!
+//! - an input property that is not required loses its `null`: leaving it out is how a caller
+//!   says "not given" (the server still accepts an explicit `null`; arguments are checked
+//!   against the schema before this rewrite);
+//! - an output field that may be `null` becomes `anyOf` of its type and `null`, each branch
+//!   with a single `type`.
+
+use serde_json::{Map, Value};
+
+/// Keywords that belong to a value's type; they move into the non-null branch.
+const TYPED_KEYWORDS: &[&str] = &[
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "maxProperties",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "enum",
+];
+
+/// Rewrites an input schema: optional properties drop `null`.
+pub fn input(schema: &mut Map<String, Value>) {
+    visit(schema, Side::Input);
+}
+
+/// Rewrites an output schema: nullable fields become `anyOf` of their type and `null`.
+pub fn output(schema: &mut Map<String, Value>) {
+    visit(schema, Side::Output);
+}
+
+#[derive(Clone, Copy)]
+enum Side {
+    Input,
+    Output,
+}
+
+fn visit(schema: &mut Map<String, Value>, side: Side) {
+    split_type(schema, side);
+    for key in ["properties", "$defs", "definitions", "patternProperties"] {
+        if let Some(Value::Object(children)) = schema.get_mut(key) {
+            for child in children.values_mut() {
+                visit_value(child, side);
+            }
+        }
+    }
+    for key in ["items", "additionalProperties", "not", "contains"] {
+        if let Some(child) = schema.get_mut(key) {
+            visit_value(child, side);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(children)) = schema.get_mut(key) {
+            for child in children {
+                visit_value(child, side);
+            }
+        }
+    }
+}
+
+fn visit_value(value: &mut Value, side: Side) {
+    if let Value::Object(schema) = value {
+        visit(schema, side);
+    }
+}
+
+/// `"type": [T, "null"]` (or more types) becomes one `type` (input) or `anyOf` branches of one
+/// type each (output).
+fn split_type(schema: &mut Map<String, Value>, side: Side) {
+    let Some(Value::Array(types)) = schema.get("type") else { return };
+    let types: Vec<Value> = types.clone();
+    let non_null: Vec<Value> = types.iter().filter(|t| t.as_str() != Some("null")).cloned().collect();
+    match (side, non_null.as_slice()) {
+        (Side::Input, [only]) => {
+            schema.insert("type".into(), only.clone());
+            // `null` may also be listed among the values.
+            if let Some(Value::Array(values)) = schema.get_mut("enum") {
+                values.retain(|v| !v.is_null());
+            }
+        }
+        _ => {
+            schema.remove("type");
+            let mut typed = Map::new();
+            for key in TYPED_KEYWORDS {
+                if let Some(v) = schema.remove(*key) {
+                    typed.insert((*key).into(), v);
+                }
+            }
+            if let Some(Value::Array(values)) = typed.get_mut("enum") {
+                values.retain(|v| !v.is_null());
+            }
+            let branches: Vec<Value> = types
+                .iter()
+                .map(|t| {
+                    let mut branch = Map::new();
+                    branch.insert("type".into(), t.clone());
+                    if t.as_str() != Some("null") {
+                        branch.extend(typed.clone());
+                    }
+                    Value::Object(branch)
+                })
+                .collect();
+            schema.insert("anyOf".into(), Value::Array(branches));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Every problem the Inspector's --strict check reports, found by the same rules: a `type`
+    /// that is an array, a bare `true`, a schema with no type-giving keyword.
+    fn problems(value: &Value, path: &str, out: &mut Vec<String>) {
+        let schema = match value {
+            Value::Object(schema) => schema,
+            other => return out.push(format!("{path}: a bare {other} where a schema belongs")),
+        };
+        if schema.get("type").is_some_and(Value::is_array) {
+            out.push(format!("{path}: `type` is an array"));
+        }
+        if !["type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const"].iter().any(|k| schema.contains_key(*k)) {
+            out.push(format!("{path}: no validation keyword"));
+        }
+        for key in ["properties", "$defs", "definitions"] {
+            if let Some(Value::Object(children)) = schema.get(key) {
+                for (name, child) in children {
+                    problems(child, &format!("{path}.{key}.{name}"), out);
+                }
+            }
+        }
+        if let Some(items) = schema.get("items") {
+            problems(items, &format!("{path}.items"), out);
+        }
+        if let Some(extra @ Value::Object(_)) = schema.get("additionalProperties") {
+            problems(extra, &format!("{path}.additionalProperties"), out);
+        }
+        for key in ["anyOf", "oneOf", "allOf"] {
+            if let Some(Value::Array(children)) = schema.get(key) {
+                for (i, child) in children.iter().enumerate() {
+                    problems(child, &format!("{path}.{key}[{i}]"), out);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_served_schema_is_portable() {
+        let mut found = Vec::new();
+        for tool in crate::mcp::served_tools() {
+            problems(&Value::Object((*tool.input_schema).clone()), &format!("{}.inputSchema", tool.name), &mut found);
+            if let Some(out) = &tool.output_schema {
+                problems(&Value::Object((**out).clone()), &format!("{}.outputSchema", tool.name), &mut found);
+            }
+        }
+        assert!(found.is_empty(), "{} unportable schemas:\n{}", found.len(), found.join("\n"));
+    }
+
+    fn object(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn an_optional_input_loses_its_null_and_keeps_its_constraints() {
+        let mut s = object(json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": ["string", "null"], "description": "a path"},
+                "limit": {"type": ["integer", "null"], "minimum": 0, "format": "uint"},
+                "tools": {"type": ["array", "null"], "items": {"type": "string"}}
+            }
+        }));
+        input(&mut s);
+        assert_eq!(s["properties"]["path"], json!({"type": "string", "description": "a path"}));
+        assert_eq!(s["properties"]["limit"], json!({"type": "integer", "minimum": 0, "format": "uint"}));
+        assert_eq!(s["properties"]["tools"], json!({"type": "array", "items": {"type": "string"}}));
+    }
+
+    #[test]
+    fn a_nullable_output_becomes_branches_of_one_type_each() {
+        let mut s = object(json!({
+            "type": "object",
+            "properties": {"next_offset": {"type": ["integer", "null"], "minimum": 0, "description": "d"}},
+            "$defs": {"X": {"type": "object", "properties": {"note": {"type": ["string", "null"]}}}}
+        }));
+        output(&mut s);
+        assert_eq!(
+            s["properties"]["next_offset"],
+            json!({"description": "d", "anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]})
+        );
+        assert_eq!(s["$defs"]["X"]["properties"]["note"], json!({"anyOf": [{"type": "string"}, {"type": "null"}]}));
+    }
+}
