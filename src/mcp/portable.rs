@@ -35,8 +35,12 @@ const TYPED_KEYWORDS: &[&str] = &[
     "enum",
 ];
 
-/// Rewrites an input schema: optional properties drop `null`.
+/// Rewrites an input schema: optional properties drop `null`. What tells a model nothing is
+/// left out, since every byte of an input schema is read by the model on every turn: the
+/// `$schema` dialect (MCP's default, 2020-12) and integer widths (`"format": "uint32"`; the
+/// `minimum` stays).
 pub fn input(schema: &mut Map<String, Value>) {
+    schema.remove("$schema");
     visit(schema, Side::Input);
 }
 
@@ -53,6 +57,12 @@ enum Side {
 
 fn visit(schema: &mut Map<String, Value>, side: Side) {
     split_type(schema, side);
+    if let Side::Input = side {
+        drop_null_branch(schema);
+        if schema.get("type").and_then(Value::as_str) == Some("integer") {
+            schema.remove("format");
+        }
+    }
     for key in ["properties", "$defs", "definitions", "patternProperties"] {
         if let Some(Value::Object(children)) = schema.get_mut(key) {
             for child in children.values_mut() {
@@ -78,6 +88,24 @@ fn visit_value(value: &mut Value, side: Side) {
     if let Value::Object(schema) = value {
         visit(schema, side);
     }
+}
+
+/// An optional input written `anyOf: [S, {"type": "null"}]` becomes S (with the description
+/// kept): leaving it out says "not given".
+fn drop_null_branch(schema: &mut Map<String, Value>) {
+    let Some(Value::Array(branches)) = schema.get("anyOf") else { return };
+    let is_null = |b: &Value| {
+        b.get("type").and_then(Value::as_str) == Some("null") && b.as_object().is_some_and(|o| o.len() == 1)
+    };
+    if branches.len() != 2 || !branches.iter().any(is_null) {
+        return;
+    }
+    let Some(Value::Object(kept)) = branches.iter().find(|b| !is_null(b)).cloned() else { return };
+    if kept.keys().any(|k| schema.contains_key(k) && k != "anyOf") {
+        return;
+    }
+    schema.remove("anyOf");
+    schema.extend(kept);
 }
 
 /// `"type": [T, "null"]` (or more types) becomes one `type` (input) or `anyOf` branches of one
@@ -189,8 +217,22 @@ mod tests {
         }));
         input(&mut s);
         assert_eq!(s["properties"]["path"], json!({"type": "string", "description": "a path"}));
-        assert_eq!(s["properties"]["limit"], json!({"type": "integer", "minimum": 0, "format": "uint"}));
+        assert_eq!(s["properties"]["limit"], json!({"type": "integer", "minimum": 0}));
         assert_eq!(s["properties"]["tools"], json!({"type": "array", "items": {"type": "string"}}));
+    }
+
+    #[test]
+    fn an_optional_reference_loses_its_null_branch_and_the_dialect_goes() {
+        let mut s = object(json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"pattern": {"description": "p", "anyOf": [{"$ref": "#/$defs/P"}, {"type": "null"}]}}
+        }));
+        input(&mut s);
+        assert_eq!(
+            s,
+            object(json!({"type": "object", "properties": {"pattern": {"description": "p", "$ref": "#/$defs/P"}}}))
+        );
     }
 
     #[test]
