@@ -29,6 +29,7 @@ pub struct PhaseResponse {
     /// Each field of the payload with its type and what it is for (read off the schema).
     pub expected_payload: Map<String, Value>,
     /// The JSON Schema (draft 2020-12) a payload for this phase must satisfy.
+    #[schemars(schema_with = "crate::engine::schema::free_object")]
     pub expected_payload_schema: Value,
     /// The tool to call next.
     pub call: &'static str,
@@ -107,6 +108,7 @@ pub struct Refusal {
     pub step: u8,
     pub instruction: String,
     pub expected_payload: Map<String, Value>,
+    #[schemars(schema_with = "crate::engine::schema::free_object")]
     pub expected_payload_schema: Value,
     pub call: &'static str,
     pub compaction_count: u64,

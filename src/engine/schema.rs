@@ -448,3 +448,10 @@ fn constraints_of(s: &Value) -> Vec<String> {
 pub fn key_for(state: &SessionState) -> &'static str {
     phase::contract_key(state.phase(), state.ready_step())
 }
+
+/// The schema of a value that is an object with any members (a tool's arguments or output, a
+/// payload's JSON Schema): declared as an object, not as the bare `true` schemars gives a
+/// `serde_json::Value`.
+pub fn free_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "additionalProperties": true})
+}

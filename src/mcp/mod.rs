@@ -508,6 +508,13 @@ pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
                 .open_world(false),
         );
     }
+    // The session tools answer through `run_session`, not `Json<T>`, so the macros cannot see
+    // what they return: their output schemas are set here, from the reply types.
+    for (name, route) in router.map.iter_mut() {
+        if route.attr.output_schema.is_none() {
+            route.attr.output_schema = session_output_schema(name);
+        }
+    }
     // Arguments are checked against the schemas as generated (an explicit `null` for an
     // optional parameter is accepted); tools/list shows their portable form.
     arguments::check_arguments(&mut router);
@@ -522,6 +529,22 @@ pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
         }
     }
     router
+}
+
+/// The output schema of a session tool: the schema of what it answers when it succeeds (a
+/// refusal or an error is `isError: true` with `{error, message, …}`).
+fn session_output_schema(tool: &str) -> Option<Arc<serde_json::Map<String, serde_json::Value>>> {
+    use crate::session::{CleanupReply, ExploredAdded, ReviewReply, SessionReply, StatusReply, WriteCheck};
+    use rmcp::handler::server::common::schema_for_output;
+    Some(match tool {
+        "start_session" | "submit_phase" => schema_for_output::<SessionReply>(),
+        "get_session_status" => schema_for_output::<StatusReply>(),
+        "check_write_target" => schema_for_output::<WriteCheck>(),
+        "add_explored_files" => schema_for_output::<ExploredAdded>(),
+        "review_changes" => schema_for_output::<ReviewReply>(),
+        "cleanup_stale_branches" => schema_for_output::<CleanupReply>(),
+        _ => return None,
+    })
 }
 
 /// The tools as tools/list shows them (names, descriptions, schemas, annotations).

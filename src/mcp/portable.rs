@@ -44,9 +44,12 @@ pub fn input(schema: &mut Map<String, Value>) {
     visit(schema, Side::Input);
 }
 
-/// Rewrites an output schema: nullable fields become `anyOf` of their type and `null`.
+/// Rewrites an output schema: nullable fields become `anyOf` of their type and `null`. The root
+/// says `"type": "object"` even when it is a choice of objects (an untagged enum): MCP's
+/// structured content is an object, and clients drop a tool whose outputSchema root is not.
 pub fn output(schema: &mut Map<String, Value>) {
     visit(schema, Side::Output);
+    schema.entry("type").or_insert_with(|| Value::String("object".into()));
 }
 
 #[derive(Clone, Copy)]
@@ -193,6 +196,10 @@ mod tests {
     fn every_served_schema_is_portable() {
         let mut found = Vec::new();
         for tool in crate::mcp::served_tools() {
+            let out = tool.output_schema.as_ref().and_then(|o| o.get("type").cloned());
+            if out != Some(Value::String("object".into())) {
+                found.push(format!("{}.outputSchema: the root is not `\"type\": \"object\"`", tool.name));
+            }
             problems(&Value::Object((*tool.input_schema).clone()), &format!("{}.inputSchema", tool.name), &mut found);
             if let Some(out) = &tool.output_schema {
                 problems(&Value::Object((**out).clone()), &format!("{}.outputSchema", tool.name), &mut found);

@@ -137,11 +137,6 @@ pub struct Definition {
     pub language: String,
 }
 
-/// The schema of a value that is an object with any members (a tool's arguments or output).
-pub fn free_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "object", "additionalProperties": true})
-}
-
 impl Definition {
     pub fn new(file: &str, lang: Lang, s: &crate::syntax::Symbol) -> Definition {
         Definition {

@@ -29,7 +29,7 @@ pub struct QueryParams {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PlannedCall {
     pub tool: String,
-    #[schemars(schema_with = "super::free_object")]
+    #[schemars(schema_with = "crate::engine::schema::free_object")]
     pub arguments: Value,
     /// Why the planner chose this call.
     pub reason: String,
@@ -38,10 +38,10 @@ pub struct PlannedCall {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CallResult {
     pub tool: String,
-    #[schemars(schema_with = "super::free_object")]
+    #[schemars(schema_with = "crate::engine::schema::free_object")]
     pub arguments: Value,
     /// The tool's output, or its `{error, message}`.
-    #[schemars(schema_with = "super::free_object")]
+    #[schemars(schema_with = "crate::engine::schema::free_object")]
     pub output: Value,
     pub is_error: bool,
     /// The output was too large and was cut to an overview.
