@@ -437,11 +437,8 @@ fn repo_state(root: &std::path::Path) -> String {
 /// (caches under .code-intel/ are ignored by git), and a tool marked as writing does write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_tools_change_nothing_and_writers_write() {
-    let repo = common::fixture_repo("project");
+    let repo = common::committed_project();
     let root = repo.path();
-    common::git(root, &["checkout", "-q", "-b", "main"]);
-    common::git(root, &["add", "-A"]);
-    common::git(root, &["commit", "-q", "-m", "initial"]);
     let client = connect(root).await;
     ok(call(&client, "start_session", json!({"intent": "INVESTIGATE", "query": "how does login work"})).await);
     let arguments = |name: &str| -> Option<Value> {
@@ -477,11 +474,8 @@ async fn read_only_tools_change_nothing_and_writers_write() {
 /// tools/list gave for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_validates_against_its_output_schema() {
-    let repo = common::fixture_repo("project");
+    let repo = common::committed_project();
     let root = repo.path();
-    common::git(root, &["checkout", "-q", "-b", "main"]);
-    common::git(root, &["add", "-A"]);
-    common::git(root, &["commit", "-q", "-m", "initial"]);
     let client = connect(root).await;
     let tools = client.list_all_tools().await.unwrap();
     let calls: Vec<(&str, Value)> = vec![
@@ -549,5 +543,9 @@ async fn every_answer_validates_against_its_output_schema() {
             "{name} did not answer successfully, so its answer was not validated ({validated:?})"
         );
     }
+    // tools/list shows optional parameters without `null`, but an explicit `null` still means
+    // "not given".
+    let found = ok(call(&client, "find_definitions", json!({"symbol": "login", "path": null, "offset": null})).await);
+    assert!(found["total"].as_u64().is_some_and(|n| n > 0), "{found}");
     client.cancel().await.unwrap();
 }

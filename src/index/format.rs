@@ -753,6 +753,7 @@ fn read_symbol(blob: &[u8], i: usize, check: bool) -> Option<Symbol> {
 }
 
 /// A file's definitions, imports and flags, decoded whole from a blob whose crc was checked.
+#[derive(Default)]
 pub struct Outline {
     pub symbols: Vec<Symbol>,
     pub imports: Vec<crate::syntax::Import>,

@@ -89,16 +89,7 @@ impl SymbolIndex {
         };
         // The files are at hand: no need to decode them again.
         for (cell, file) in index.decoded.iter().zip(files) {
-            let s = file.syntax;
-            let outline = Outline {
-                symbols: s.symbols,
-                imports: s.imports,
-                line_count: s.line_count,
-                has_errors: s.has_errors,
-                symbols_left_out: s.symbols_left_out,
-                parse_stopped: s.parse_stopped,
-            };
-            let _ = cell.set(StoredFile { rel: file.rel, lang: file.lang, outline });
+            let _ = cell.set(StoredFile { rel: file.rel, lang: file.lang, outline: Outline::from(file.syntax) });
         }
         index
     }
@@ -188,24 +179,16 @@ impl SymbolIndex {
     }
 
     fn decode(&self, index: u32) -> StoredFile {
-        let empty = || Outline {
-            symbols: Vec::new(),
-            imports: Vec::new(),
-            line_count: 0,
-            has_errors: false,
-            symbols_left_out: 0,
-            parse_stopped: false,
-        };
         let Some((o, r)) = self.opened.as_ref().and_then(|o| o.records.get(index as usize).map(|r| (o, r))) else {
             self.mark_corrupt("a file id out of range");
-            return StoredFile { rel: String::new(), lang: Lang::ALL[0], outline: empty() };
+            return StoredFile { rel: String::new(), lang: Lang::ALL[0], outline: Outline::default() };
         };
         self.decoded_bytes.fetch_add(r.blob.1 as usize, Ordering::Relaxed);
         let outline = match o.blob(r).and_then(|b| format::decode_outline(b, r)) {
             Some(outline) => outline,
             None => {
                 self.mark_corrupt(o.rel(r));
-                empty()
+                Outline::default()
             }
         };
         StoredFile { rel: o.rel(r).to_owned(), lang: r.lang, outline }
@@ -215,10 +198,7 @@ impl SymbolIndex {
     /// facts; None (and the index marked corrupt) when it fails its check.
     pub fn symbol(&self, r: SymbolRef) -> Option<(FileMeta<'_>, Symbol)> {
         let o = self.opened.as_ref()?;
-        let found = o.records.get(r.0 as usize).and_then(|record| {
-            let meta = self.meta(r.0)?;
-            Some((meta, o.symbol(record, r.1)?))
-        });
+        let found = o.records.get(r.0 as usize).and_then(|record| Some((self.meta(r.0)?, o.symbol(record, r.1)?)));
         if found.is_none() {
             self.mark_corrupt("a symbol record");
         }
@@ -294,8 +274,10 @@ impl SymbolIndex {
     pub fn uses(&self, name: &str) -> Vec<NameUse> {
         let Some(list) = self.postings(name) else { return Vec::new() };
         let n = self.file_count() as u32;
-        let uses: Vec<NameUse> = list.uses().filter(|u| u.file < n).collect();
-        if uses.len() != list.uses().count() {
+        let mut out_of_range = false;
+        let uses: Vec<NameUse> =
+            list.uses().filter(|u| u.file < n || std::mem::replace(&mut out_of_range, true)).collect();
+        if out_of_range {
             self.mark_corrupt("a posting names a file that is not there");
         }
         uses
@@ -327,6 +309,20 @@ fn release_free_memory() {
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+impl From<FileSyntax> for Outline {
+    /// What the index keeps of a parse: everything but the identifier uses.
+    fn from(s: FileSyntax) -> Outline {
+        Outline {
+            symbols: s.symbols,
+            imports: s.imports,
+            line_count: s.line_count,
+            has_errors: s.has_errors,
+            symbols_left_out: s.symbols_left_out,
+            parse_stopped: s.parse_stopped,
+        }
     }
 }
 

@@ -507,10 +507,8 @@ pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
                 .idempotent(spec.idempotent)
                 .open_world(false),
         );
-    }
-    // The session tools answer through `run_session`, not `Json<T>`, so the macros cannot see
-    // what they return: their output schemas are set here, from the reply types.
-    for (name, route) in router.map.iter_mut() {
+        // The session tools answer through `run_session`, not `Json<T>`, so the macros cannot
+        // see what they return: their output schemas are set here, from the reply types.
         if route.attr.output_schema.is_none() {
             route.attr.output_schema = session_output_schema(name);
         }
@@ -521,11 +519,11 @@ pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
     for route in router.map.values_mut() {
         let mut schema = (*route.attr.input_schema).clone();
         portable::input(&mut schema);
-        route.attr.input_schema = std::sync::Arc::new(schema);
+        route.attr.input_schema = Arc::new(schema);
         if let Some(out) = route.attr.output_schema.as_mut() {
             let mut schema = (**out).clone();
             portable::output(&mut schema);
-            *out = std::sync::Arc::new(schema);
+            *out = Arc::new(schema);
         }
     }
     router
