@@ -15,6 +15,8 @@
 //!
 //! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`, `lookups`,
 //! `codanna`, `tools`) runs only that part.
+// A benchmark reports on stdout.
+#![allow(clippy::print_stdout)]
 
 #[path = "codanna.rs"]
 mod codanna;
@@ -32,11 +34,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use git_code_intel::lang::Lang;
+use code_intel_codebase::lang::Lang;
+use code_intel_codebase::{syntax, walk};
 use git_code_intel::tools::definitions::{FindDefinitionsParams, find_definitions};
 use git_code_intel::tools::references::{FindReferencesParams, find_references};
 use git_code_intel::workspace::Workspace;
-use git_code_intel::{syntax, walk};
 
 const PATTERNS: &[&str] = &["fn new", "unsafe impl", r"#\[derive\(.*Debug", "TODO|FIXME", r"pub struct [A-Z]\w+Error"];
 const SYMBOLS: &[&str] = &[
@@ -63,7 +65,7 @@ const SYMBOLS: &[&str] = &[
 ];
 
 fn main() {
-    git_code_intel::semantic::vectors::quiet_blas_threads();
+    code_intel_semantic::vectors::quiet_blas_threads();
     let args: Vec<String> = std::env::args().collect();
     let bin = PathBuf::from(args.get(1).cloned().unwrap_or_else(|| "target/release/git-code-intel".into()));
     let corpus = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "/tmp/code-intel-bench-corpus".into()));

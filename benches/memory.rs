@@ -49,9 +49,11 @@ pub fn run(bin: &Path) {
     // The Forest build on ordinary code: this crate's own sources (long functions, so the
     // model sees full-length sequences). Without a model it is the symbol index alone.
     let own = dir.join("own");
-    copy(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &own.join("src"));
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy(&manifest.join("src"), &own.join("src"));
+    copy(&manifest.join("crates"), &own.join("crates"));
     commit_all(&own);
-    report("index build with the Forest, this crate's src/", cli(bin, &own, &["index"]));
+    report("index build with the Forest, this workspace's src/ and crates/", cli(bin, &own, &["index"]));
 
     let big = project(&dir.join("big"));
     write_big(&big.join("big.log"), 1 << 30);

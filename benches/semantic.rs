@@ -8,14 +8,14 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use git_code_intel::config::Config;
-use git_code_intel::lang::Lang;
-use git_code_intel::repo::Repo;
-use git_code_intel::semantic::chunk::chunk_file;
-use git_code_intel::semantic::embed::{DEFAULT_MODEL, FP32_MODEL, named_model_dir};
-use git_code_intel::semantic::forest::{Forest, StoredChunk, embedding_text, key_of};
-use git_code_intel::semantic::service::Semantic;
-use git_code_intel::{syntax, walk};
+use code_intel_codebase::config::Config;
+use code_intel_codebase::lang::Lang;
+use code_intel_codebase::repo::Repo;
+use code_intel_codebase::{syntax, walk};
+use code_intel_semantic::chunk::chunk_file;
+use code_intel_semantic::embed::{DEFAULT_MODEL, FP32_MODEL, named_model_dir};
+use code_intel_semantic::forest::{Forest, StoredChunk, embedding_text, key_of};
+use code_intel_semantic::service::Semantic;
 
 use super::{ms, pct};
 

@@ -1,13 +1,14 @@
 //! The command line: `git code-intel <command>`. Every tool is a subcommand with the MCP tool's
 //! arguments as flags; `--json` prints exactly what the MCP tool returns as structured content.
+// The CLI answers on stdout.
+#![allow(clippy::print_stdout)]
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
-use crate::semantic::map::{MapEntry, MapStore};
 use crate::tools::definitions::FindDefinitionsParams;
 use crate::tools::function_at_line::GetFunctionAtLineParams;
 use crate::tools::impact::{AnalyzeImpactParams, TargetFiles};
@@ -20,6 +21,7 @@ use crate::tools::structure::AnalyzeStructureParams;
 use crate::tools::symbols::GetSymbolsParams;
 use crate::tools::{self, ToolResult};
 use crate::workspace::Workspace;
+use code_intel_semantic::map::{MapEntry, MapStore};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -311,14 +313,14 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         Command::Status => status(ws, json),
         Command::Contract => {
             print!("{}", ws.contract.to_yaml());
-            let issues = crate::contract::lint::lint(&ws.contract, &crate::mcp::vocabulary());
+            let issues = code_intel_workflow::contract::lint::lint(&ws.contract, &crate::mcp::vocabulary());
             for issue in &issues {
                 eprintln!("lint: {issue}");
             }
             i32::from(!issues.is_empty())
         }
         Command::Clean { confirm } => {
-            let removed = match crate::gitstore::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
+            let removed = match crate::session_store::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
                 Ok(n) => n,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -577,7 +579,7 @@ fn share_forest_at_init(ws: &Workspace) {
         eprintln!("shared Forest: nothing embedded yet; run `git code-intel index`, then `git code-intel forest push`");
         return;
     }
-    match crate::semantic::share::export(ws.repo.root(), &loaded) {
+    match code_intel_semantic::share::export(ws.repo.root(), &loaded) {
         Ok(r) => eprintln!("shared Forest: {} vectors in refs/code-intel/forest; `git push` carries them", r.shared),
         Err(e) => eprintln!("shared Forest: not exported: {e}"),
     }
@@ -586,7 +588,7 @@ fn share_forest_at_init(ws: &Workspace) {
 /// `git code-intel forest …`: the shared Forest. The transport is git's own (`git push`,
 /// `git fetch`): gix has no push, and both run only on this explicit request.
 fn forest(ws: &Workspace, action: ForestCommand, json: bool) -> i32 {
-    use crate::semantic::share;
+    use code_intel_semantic::share;
     let loaded = match ws.semantic.loaded() {
         Ok(l) => l,
         Err(e) => {

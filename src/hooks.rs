@@ -6,15 +6,17 @@
 //! ([`crate::shell_guard`]). With no active session every tool is allowed; input that is not a
 //! hook event is blocked. SessionStart prints the current phase, its instruction and the phase
 //! summaries, so they are re-injected after a compaction or a resume.
+// Hooks answer their client (Claude Code, git) on stdout.
+#![allow(clippy::print_stdout)]
 
 use serde_json::Value;
 use std::io::Read;
 
-use crate::engine::phase::Phase;
-use crate::engine::{self, response};
-use crate::gitstore::SessionStore;
-use crate::repo::PathError;
+use crate::session_store::SessionStore;
 use crate::workspace::Workspace;
+use code_intel_codebase::repo::PathError;
+use code_intel_workflow::engine::phase::Phase;
+use code_intel_workflow::engine::{self, response};
 
 /// What the hook tells Claude Code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,14 +68,14 @@ pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
             Ok(r) => r,
             Err(PathError::OutsideRepo { path }) => {
                 let root = ws.repo.root().display().to_string();
-                return Verdict::Block(
-                    ws.contract
-                        .message(&crate::contract::catalogue::PATH_OUTSIDE_REPO, &[("path", &path), ("root", &root)]),
-                );
+                return Verdict::Block(ws.contract.message(
+                    &code_intel_workflow::contract::catalogue::PATH_OUTSIDE_REPO,
+                    &[("path", &path), ("root", &root)],
+                ));
             }
             Err(PathError::GitDir { path }) => {
                 return Verdict::Block(
-                    ws.contract.message(&crate::contract::catalogue::PATH_IN_GIT_DIR, &[("path", &path)]),
+                    ws.contract.message(&code_intel_workflow::contract::catalogue::PATH_IN_GIT_DIR, &[("path", &path)]),
                 );
             }
             Err(PathError::NotFound { .. }) => return Verdict::Allow,
@@ -88,7 +90,7 @@ pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
         if let Err(why) = crate::shell_guard::check(command, &ws.config.read_only_commands) {
             let phase = state.phase().name();
             return Verdict::Block(ws.contract.message(
-                &crate::contract::catalogue::BASH_WRITE_BLOCKED,
+                &code_intel_workflow::contract::catalogue::BASH_WRITE_BLOCKED,
                 &[("phase", phase), ("why", &why), ("command", command)],
             ));
         }
@@ -111,7 +113,7 @@ pub fn pre_commit(ws: &Workspace) -> i32 {
             return 0;
         }
     };
-    let staged = match crate::branches::worktree::staged(&repo) {
+    let staged = match code_intel_gitstate::worktree::staged(&repo) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("git-code-intel pre-commit: cannot read the index ({e}); not checking");
@@ -127,11 +129,11 @@ pub fn pre_commit(ws: &Workspace) -> i32 {
             .map(|o| o.data.clone())
             .unwrap_or_default()
     };
-    let changes: Vec<crate::branches::worktree::Content> = staged
+    let changes: Vec<code_intel_codebase::garbage::Content> = staged
         .iter()
         .map(|s| {
             let new_size = size(s.new);
-            crate::branches::worktree::Content {
+            code_intel_codebase::garbage::Content {
                 path: s.path.clone(),
                 old: blob(s.old),
                 new: (new_size <= limit).then(|| blob(Some(s.new))),
@@ -139,7 +141,7 @@ pub fn pre_commit(ws: &Workspace) -> i32 {
             }
         })
         .collect();
-    let findings = crate::branches::worktree::garbage(&changes, &ws.config.garbage);
+    let findings = code_intel_codebase::garbage::check_changes(&changes, &ws.config.garbage);
     if findings.is_empty() {
         return 0;
     }
@@ -153,7 +155,7 @@ pub fn pre_commit(ws: &Workspace) -> i32 {
 
 /// Findings as lines for people: at most [`FINDINGS_PER_FILE`] per file and
 /// [`FINDINGS_SHOWN`] in all, with how many more there are.
-pub fn finding_lines(findings: &[crate::garbage::Finding]) -> Vec<String> {
+pub fn finding_lines(findings: &[code_intel_codebase::garbage::Finding]) -> Vec<String> {
     let mut out = Vec::new();
     let mut per_file: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     let mut hidden = 0;
@@ -204,8 +206,9 @@ pub fn session_start(ws: &Workspace) -> Option<String> {
     let rules = crate::context::project_rules(ws.repo.root(), &ws.contract);
     if !rules.summary.is_empty() {
         let from: Vec<&str> = rules.sources.iter().map(|s| s.path.as_str()).collect();
-        let header =
-            ws.contract.message(&crate::contract::catalogue::PROJECT_RULES_HEADER, &[("sources", &from.join(", "))]);
+        let header = ws
+            .contract
+            .message(&code_intel_workflow::contract::catalogue::PROJECT_RULES_HEADER, &[("sources", &from.join(", "))]);
         out.push_str(&format!("{header}\n{}\n", rules.summary));
     }
     if let Some(note) = rules.note {

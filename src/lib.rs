@@ -1,29 +1,20 @@
-//! git-code-intel: code intelligence for coding agents. See `docs/ARCHITECTURE.md` for the map.
+//! git-code-intel's binary crate: everything that speaks to the outside (the MCP server, the
+//! CLI, the git hooks, `init`) and the adapters that join the layers below into a session:
+//! the session store in `refs/code-intel/*`, task branches, the tools and their answers.
+//!
+//! The layers it builds on, each its own crate: `code_intel_workflow` (the pure engine and the
+//! contract), `code_intel_gitstate` (git plumbing), `code_intel_codebase` (files, syntax, the
+//! symbol index) and `code_intel_semantic` (Forest and Map). See `docs/ARCHITECTURE.md`.
 
 pub mod branches;
 pub mod cli;
-pub mod config;
 pub mod context;
-pub mod contract;
-pub mod derived;
-pub mod engine;
-pub mod garbage;
-pub mod gitlog;
-pub mod gitstore;
-pub mod history;
 pub mod hooks;
-pub mod index;
 pub mod init;
-pub mod journal;
-pub mod lang;
 pub mod manual;
 pub mod mcp;
-pub mod repo;
-pub mod semantic;
 pub mod session;
+pub mod session_store;
 pub mod shell_guard;
-pub mod syntax;
 pub mod tools;
-pub mod walk;
-pub mod watch;
 pub mod workspace;

@@ -1,3 +1,7 @@
+// The binary prints what a CLI command answers; in server mode stdout belongs to the MCP
+// transport, which is why the library denies printing everywhere but `cli` and `hooks`.
+#![allow(clippy::print_stdout)]
+
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -5,7 +9,7 @@ use git_code_intel::cli::{self, Cli, Command};
 use git_code_intel::{mcp, workspace::Workspace};
 
 fn main() -> ExitCode {
-    git_code_intel::semantic::vectors::quiet_blas_threads();
+    code_intel_semantic::vectors::quiet_blas_threads();
     // ONNX Runtime is loaded at run time from ORT_DYLIB_PATH; default to where scripts/model.sh
     // puts it.
     if std::env::var_os("ORT_DYLIB_PATH").is_none()

@@ -1,6 +1,6 @@
-//! The session adapter: runs the pure [`crate::engine`] against the git-stored session.
+//! The session adapter: runs the pure [`code_intel_workflow::engine`] against the git-stored session.
 //!
-//! Every operation reads the active session from `refs/code-intel/*` ([`crate::gitstore`]),
+//! Every operation reads the active session from `refs/code-intel/*` ([`crate::session_store`]),
 //! gathers the facts the engine needs (the tools this process served in the current phase,
 //! the evidence files, the work tree), calls the engine, carries out its effect, and writes the
 //! next checkpoint with a compare-and-swap. The git ref is the source of truth, so a restarted
@@ -17,17 +17,17 @@ use serde::Serialize;
 use crate::branches;
 use crate::context::docs::DocumentResearch;
 use crate::context::{self, CONTEXT_FILE, ProjectContext, ProjectRules};
-use crate::contract::catalogue::{self as msg, Msg};
-use crate::engine::evidence::EvidenceFile;
-use crate::engine::payload::{self, Body, Payload};
-use crate::engine::phase::{self, Phase};
-use crate::engine::response::{self, PhaseResponse, Refusal, SessionStatus};
-use crate::engine::state::{Checkpoint, Flags, GateLevel, Intent, SessionState};
-use crate::engine::submit::{self, DocumentFacts, Effect, Facts, StartParams};
-use crate::engine::{self as engine_api, WriteAllowed};
-use crate::gitstore::{SessionStore, StoreError, Stored};
-use crate::repo::PathError;
+use crate::session_store::{SessionStore, StoreError, Stored};
 use crate::workspace::Workspace;
+use code_intel_codebase::repo::PathError;
+use code_intel_workflow::contract::catalogue::{self as msg, Msg};
+use code_intel_workflow::engine::evidence::EvidenceFile;
+use code_intel_workflow::engine::payload::{self, Body, Payload};
+use code_intel_workflow::engine::phase::{self, Phase};
+use code_intel_workflow::engine::response::{self, PhaseResponse, Refusal, SessionStatus};
+use code_intel_workflow::engine::state::{Checkpoint, Flags, GateLevel, Intent, SessionState};
+use code_intel_workflow::engine::submit::{self, DocumentFacts, Effect, Facts, StartParams};
+use code_intel_workflow::engine::{self as engine_api, WriteAllowed};
 
 /// A failed effect: the contract message of its failure, the placeholders, and details.
 type EffectFailure = (Msg, Vec<(&'static str, String)>, String);
@@ -383,7 +383,9 @@ impl Sessions {
                     }
                 }
             }
-            None if next.orchestrator_state.is_complete() => store.finish(stored.commit, &next),
+            None if next.orchestrator_state.is_complete() => {
+                store.finish(stored.commit, &next, &history_record(&next, stored.commit))
+            }
             None => store.save(stored.commit, &next, &message).map(|_| ()),
         };
         match result {
@@ -407,12 +409,13 @@ impl Sessions {
     /// Takes the operation lock for a change to the session or the repository, after finishing
     /// (or dropping) an operation a dead process left; what was done is reported with the next
     /// answer.
-    fn lock(&self, ws: &Workspace) -> SessionResult<crate::journal::OperationLock> {
+    fn lock(&self, ws: &Workspace) -> SessionResult<code_intel_gitstate::journal::OperationLock> {
         let repo = gix::open(ws.repo.root())
             .map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))?;
-        let lock = crate::journal::OperationLock::acquire(repo.git_dir()).map_err(|e| plain("git_error", &e))?;
+        let lock =
+            code_intel_gitstate::journal::OperationLock::acquire(repo.git_dir()).map_err(|e| plain("git_error", &e))?;
         let store = self.store()?;
-        match crate::journal::recover(&repo, ws.repo.root(), &session_writer(store)) {
+        match code_intel_gitstate::journal::recover(&repo, ws.repo.root(), &session_writer(store)) {
             Ok(Some(report)) => self.note_recovered(report),
             Ok(None) => {}
             Err(e) => return Err(plain("git_error", &format!("an interrupted operation could not be finished: {e}"))),
@@ -523,7 +526,7 @@ impl Sessions {
     }
 
     /// Notes that `tool` was served for the active session's current phase, and the files its
-    /// answer showed the content or symbols of (see [`crate::engine::registry`]): they count as
+    /// answer showed the content or symbols of (see [`code_intel_workflow::engine::registry`]): they count as
     /// explored. Without an active session there is nothing to record.
     pub fn record_tool(&self, ws: &Workspace, tool: &str, revealed: Vec<String>) {
         let Ok(store) = &self.store else { return };
@@ -563,7 +566,7 @@ impl Sessions {
     }
 
     /// Carries out the engine's git work together with the checkpoint `step` carries, as one
-    /// journaled operation (see [`crate::journal`]); returns the checkpoint as written. On
+    /// journaled operation (see [`code_intel_gitstate::journal`]); returns the checkpoint as written. On
     /// failure returns the contract message of the failure, its placeholders, and what went
     /// wrong; nothing changed then.
     fn apply_effect(
@@ -576,24 +579,26 @@ impl Sessions {
         let root = ws.repo.root();
         let store = self.store().map_err(|e| (msg::FINALIZE_FAILED, vec![], e.code_and_message().1.to_owned()))?;
         let writer = session_writer(store);
-        let operate =
-            |plan: &mut dyn FnMut(&gix::Repository, &mut SessionStep) -> Result<crate::journal::Journal, String>,
-             step: &mut SessionStep| {
-                let result = crate::journal::operate(root, &writer, |repo| {
-                    let mut journal = plan(repo, step)?;
-                    journal.session = Some(serde_json::to_value(&*step).map_err(|e| e.to_string())?);
-                    Ok(((), journal))
-                });
-                match result {
-                    Ok(((), recovered)) => {
-                        if let Some(r) = recovered {
-                            self.note_recovered(r);
-                        }
-                        Ok(())
+        let operate = |plan: &mut dyn FnMut(
+            &gix::Repository,
+            &mut SessionStep,
+        ) -> Result<code_intel_gitstate::journal::Journal, String>,
+                       step: &mut SessionStep| {
+            let result = code_intel_gitstate::journal::operate(root, &writer, |repo| {
+                let mut journal = plan(repo, step)?;
+                journal.session = Some(serde_json::to_value(&*step).map_err(|e| e.to_string())?);
+                Ok(((), journal))
+            });
+            match result {
+                Ok(((), recovered)) => {
+                    if let Some(r) = recovered {
+                        self.note_recovered(r);
                     }
-                    Err(e) => Err(e.to_string()),
+                    Ok(())
                 }
-            };
+                Err(e) => Err(e.to_string()),
+            }
+        };
         match effect {
             Effect::CreateTaskBranch => {
                 let id = step.checkpoint.orchestrator_state.session_id.clone();
@@ -837,8 +842,29 @@ fn session_writer(store: &SessionStore) -> impl Fn(&serde_json::Value) -> Result
     move |value| {
         let step: SessionStep = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
         let previous = gix::ObjectId::from_hex(step.previous.as_bytes()).map_err(|e| e.to_string())?;
-        store.advance(previous, &step.checkpoint, step.finish, &step.message).map_err(|e| e.to_string())
+        let record = step.finish.then(|| history_record(&step.checkpoint, previous));
+        store.advance(previous, &step.checkpoint, record.as_ref(), &step.message).map_err(|e| e.to_string())
     }
+}
+
+/// What `refs/code-intel/history` keeps of a finished session: its query, flags, tasks and
+/// counters, what it learned, and the evidence the Map learns from.
+fn history_record(checkpoint: &Checkpoint, last_checkpoint: gix::ObjectId) -> serde_json::Value {
+    let state = &checkpoint.orchestrator_state;
+    serde_json::json!({
+        "session_id": state.session_id,
+        "intent": state.intent,
+        "query": state.query,
+        "flags": state.flags,
+        "created_at": state.created_at,
+        "completed_steps": state.completed_steps,
+        "tasks": state.tasks.iter().map(|t| serde_json::json!({"id": t.id, "status": t.status})).collect::<Vec<_>>(),
+        "counters": state.counters,
+        "forced_completion": state.forced_completion,
+        "learned": state.learned,
+        "evidence": code_intel_semantic::learning::evidence_of(state),
+        "last_checkpoint": last_checkpoint.to_string(),
+    })
 }
 
 /// A store error as the agent reads it.
@@ -930,7 +956,7 @@ fn evidence_facts(ws: &Workspace, payload: &Payload) -> BTreeMap<String, Evidenc
             Err(PathError::NotFound { .. }) => EvidenceFile::Missing,
             Ok(abs) if !abs.is_file() => EvidenceFile::Missing,
             Ok(abs) => match std::fs::read(&abs) {
-                Ok(bytes) if !crate::walk::looks_binary(&bytes) => {
+                Ok(bytes) if !code_intel_codebase::walk::looks_binary(&bytes) => {
                     EvidenceFile::Lines(String::from_utf8_lossy(&bytes).lines().map(str::to_owned).collect())
                 }
                 _ => EvidenceFile::Missing,
@@ -1004,7 +1030,7 @@ fn document_facts(ws: &Workspace, payload: &Payload, query: &str) -> Option<Docu
         .iter()
         .flatten()
         .filter(|d| {
-            let path = crate::engine::submit::document_path(d);
+            let path = code_intel_workflow::engine::submit::document_path(d);
             path.is_empty() || !ws.repo.resolve(&path).is_ok_and(|abs| abs.is_file())
         })
         .cloned()

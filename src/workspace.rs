@@ -1,19 +1,19 @@
 //! One repository opened for exploration: its root, config, contract, and the symbol index with
 //! the means to keep it fresh.
 //!
-//! Freshness: a long-running server watches the work tree ([`crate::watch`]) and
+//! Freshness: a long-running server watches the work tree ([`code_intel_codebase::watch`]) and
 //! refreshes the index on the next lookup after something changed. A one-shot command, or a
 //! server whose watcher could not start, checks the work tree on every lookup instead.
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::config::Config;
-use crate::contract::{Contract, ContractMessage};
-use crate::index::refresh::{self, Lookup, RefreshReport};
-use crate::index::{SymbolIndex, store};
-use crate::repo::Repo;
-use crate::watch::TreeWatcher;
+use code_intel_codebase::config::Config;
+use code_intel_codebase::index::refresh::{self, Lookup, RefreshReport};
+use code_intel_codebase::index::{SymbolIndex, store};
+use code_intel_codebase::repo::Repo;
+use code_intel_codebase::watch::TreeWatcher;
+use code_intel_workflow::contract::{Contract, ContractMessage};
 
 pub struct Workspace {
     pub repo: Repo,
@@ -22,7 +22,7 @@ pub struct Workspace {
     index: Arc<SharedIndex>,
     watch: bool,
     /// Semantic search: the model, the Forest and the Map's vectors.
-    pub semantic: std::sync::Arc<crate::semantic::service::Semantic>,
+    pub semantic: std::sync::Arc<code_intel_semantic::service::Semantic>,
 }
 
 /// How much stored syntax a server keeps decoded between lookups (about three times as much
@@ -58,12 +58,12 @@ impl Workspace {
         for warning in [config_warning, contract_warning].into_iter().flatten() {
             tracing::warn!("{warning}");
         }
-        let semantic = std::sync::Arc::new(crate::semantic::service::Semantic::new(repo.root(), &config));
+        let semantic = std::sync::Arc::new(code_intel_semantic::service::Semantic::new(repo.root(), &config));
         Ok(Workspace { repo, config, contract, index: Arc::default(), watch, semantic })
     }
 
     /// The `{error, message}` of `tool_errors.query.<key>`.
-    pub fn tool_error(&self, key: &crate::contract::Msg, vars: &[(&str, &str)]) -> ContractMessage {
+    pub fn tool_error(&self, key: &code_intel_workflow::contract::Msg, vars: &[(&str, &str)]) -> ContractMessage {
         self.contract.error(key, vars)
     }
 

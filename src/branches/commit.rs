@@ -8,9 +8,9 @@ use std::path::Path;
 use gix::ObjectId;
 
 use super::gate::{self, CommitGate, GateRefusal};
-use super::worktree::{self, ChangeKind};
-use crate::gitstore::write_commit_with;
-use crate::journal::{Journal, RefChange, RefValue, Step};
+use code_intel_gitstate::journal::{Journal, RefChange, RefValue, Step};
+use code_intel_gitstate::refs::write_commit_with;
+use code_intel_gitstate::worktree::{self, ChangeKind};
 
 /// Plans the commit of the work tree onto `task_branch` as a journaled operation; the value is
 /// the new tip. The commit object is written now; the journal moves the branch to it, brings
@@ -140,7 +140,7 @@ pub fn commit_task(
     discard: &[String],
     user_changes: &BTreeMap<String, Option<ObjectId>>,
 ) -> Result<ObjectId, String> {
-    crate::journal::operate(root, crate::journal::NO_SESSION, |repo| {
+    code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
         plan_commit(repo, root, task_branch, base_commit, message, discard, user_changes, None)
             .map_err(|e| e.to_string())
     })

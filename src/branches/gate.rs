@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
-use super::worktree::{self, Change, ChangeKind};
+use code_intel_gitstate::worktree::{Change, ChangeKind};
 
 /// How long the repository's hook may run.
 const HOOK_TIMEOUT: Duration = Duration::from_secs(120);
@@ -22,7 +22,7 @@ pub const SERVER_COMMIT_ENV: &str = "CODE_INTEL_SERVER_COMMIT";
 
 /// What gates the commit.
 pub struct CommitGate<'a> {
-    pub rules: &'a crate::garbage::GarbageRules,
+    pub rules: &'a code_intel_codebase::garbage::GarbageRules,
     /// Files the review keeps with a reason: their findings do not block.
     pub kept_with_reason: &'a BTreeSet<String>,
     pub max_file_size: u64,
@@ -47,7 +47,7 @@ pub fn check(
     committed: &[&Change],
     tree: ObjectId,
 ) -> Result<(), GateRefusal> {
-    let contents: Vec<worktree::Content> = committed
+    let contents: Vec<code_intel_codebase::garbage::Content> = committed
         .iter()
         .filter(|c| c.kind != ChangeKind::Deleted)
         .map(|c| {
@@ -57,7 +57,7 @@ pub fn check(
                 .and_then(|(id, _)| repo.find_object(id).ok())
                 .map(|o| o.data.clone())
                 .unwrap_or_default();
-            worktree::Content {
+            code_intel_codebase::garbage::Content {
                 path: c.path.clone(),
                 old,
                 new: c.content.clone().filter(|b| b.len() as u64 <= gate.max_file_size),
@@ -65,10 +65,11 @@ pub fn check(
             }
         })
         .collect();
-    let findings: Vec<crate::garbage::Finding> = worktree::garbage(&contents, gate.rules)
-        .into_iter()
-        .filter(|f| !gate.kept_with_reason.contains(&f.file))
-        .collect();
+    let findings: Vec<code_intel_codebase::garbage::Finding> =
+        code_intel_codebase::garbage::check_changes(&contents, gate.rules)
+            .into_iter()
+            .filter(|f| !gate.kept_with_reason.contains(&f.file))
+            .collect();
     if !findings.is_empty() {
         return Err(GateRefusal::Garbage(crate::hooks::finding_lines(&findings)));
     }
@@ -102,7 +103,7 @@ fn run_hook(repo: &gix::Repository, root: &Path, tree: ObjectId) -> Result<(), G
     let Some(hook) = hook_path(repo, root) else { return Ok(()) };
     let error = |e: String| GateRefusal::Error(format!("running {}: {e}", hook.display()));
     // The hook looks at the index: give it one holding exactly what is about to be committed.
-    let index_path = crate::journal::state_dir(repo.git_dir()).join("commit-index");
+    let index_path = code_intel_gitstate::journal::state_dir(repo.git_dir()).join("commit-index");
     let mut index = repo.index_from_tree(&tree).map_err(|e| error(e.to_string()))?;
     index.set_path(&index_path);
     index.write(Default::default()).map_err(|e| error(e.to_string()))?;

@@ -8,14 +8,12 @@
 use std::path::Path;
 
 use gix::ObjectId;
-use gix::refs::Target;
-use gix::refs::transaction::PreviousValue;
 
-use super::worktree;
-use crate::gitstore::{apply, update, write_commit_with};
-use crate::journal::{Journal, RefChange, RefValue, Step};
+use code_intel_gitstate::journal::{Journal, RefChange, RefValue, Step};
+use code_intel_gitstate::refs::write_commit_with;
+use code_intel_gitstate::worktree;
 
-pub const NOTES_REF: &str = "refs/notes/code-intel";
+pub use code_intel_gitstate::notes::NOTES_REF;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Merged {
@@ -43,7 +41,7 @@ fn other<E: std::fmt::Display>(e: E) -> MergeError {
 }
 
 /// Plans the merge of `task_branch` into `base_branch` as a journaled operation (see
-/// [`crate::journal`]): the result commit is written now; the journal then moves the base ref
+/// [`code_intel_gitstate::journal`]): the result commit is written now; the journal then moves the base ref
 /// and HEAD in one transaction, brings the files the merge changed up to date, rewrites the
 /// index, deletes the task branch (and `also_delete`, each only if nobody moved it), and adds the
 /// note. Conflicts, a missing branch, or uncommitted work the merge would overwrite refuse the
@@ -124,41 +122,8 @@ pub fn plan_merge(
 /// Plans and runs the merge (see [`plan_merge`]) under the operation lock, with no session to
 /// record it.
 pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str) -> Result<Merged, MergeError> {
-    let run = crate::journal::operate(root, crate::journal::NO_SESSION, |repo| {
+    let run = code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
         plan_merge(repo, root, task_branch, base_branch, note, &[]).map_err(|e| e.to_string())
     });
     run.map(|(merged, _)| merged).map_err(other)
-}
-
-/// Attaches `text` to `commit` under `refs/notes/code-intel` (git's notes layout: a tree with
-/// one blob per annotated commit, named by its hex id), appending to any existing notes.
-pub(crate) fn add_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<(), String> {
-    for _ in 0..5 {
-        let parent = super::ref_id(repo, NOTES_REF)?;
-        let mut editor = match parent {
-            Some(p) => {
-                let tree = super::tree_of(repo, p)?;
-                repo.edit_tree(tree).map_err(|e| e.to_string())?
-            }
-            None => repo.edit_tree(ObjectId::empty_tree(repo.object_hash())).map_err(|e| e.to_string())?,
-        };
-        let blob = repo.write_blob(text.as_bytes()).map_err(|e| e.to_string())?.detach();
-        editor
-            .upsert(commit.to_string().as_str(), gix::objs::tree::EntryKind::Blob, blob)
-            .map_err(|e| e.to_string())?;
-        let tree = editor.write().map_err(|e| e.to_string())?.detach();
-        let parents: Vec<ObjectId> = parent.into_iter().collect();
-        let note_commit =
-            write_commit_with(repo, tree, &parents, "Notes added by git-code-intel").map_err(|e| e.to_string())?;
-        let expected = match parent {
-            Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
-            None => PreviousValue::MustNotExist,
-        };
-        let edit = update(NOTES_REF, expected, Target::Object(note_commit), "notes: session summary")
-            .map_err(|e| e.to_string())?;
-        if apply(repo, vec![edit]).is_ok() {
-            return Ok(());
-        }
-    }
-    Err("the notes ref kept changing".into())
 }

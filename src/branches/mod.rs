@@ -1,5 +1,5 @@
 //! The `llm_task_*` branch of a session, natively through gix: creation at READY
-//! ([`create_task_branch`]), the changes since its base ([`worktree`], [`review`]), the
+//! ([`create_task_branch`]), the changes since its base ([`code_intel_gitstate::worktree`], [`review`]), the
 //! PRE_COMMIT commit ([`commit`]) and the MERGE back into the base ([`merge`]).
 
 pub mod commit;
@@ -7,14 +7,13 @@ pub mod gate;
 pub mod merge;
 pub mod review;
 pub mod stale;
-pub mod worktree;
 
 use std::path::Path;
 
 use gix::ObjectId;
 use gix::refs::FullName;
 
-use crate::journal::{Journal, RefChange, RefValue};
+use code_intel_gitstate::journal::{Journal, RefChange, RefValue};
 
 pub const TASK_BRANCH_PREFIX: &str = "llm_task_";
 
@@ -47,14 +46,11 @@ pub(crate) fn open(root: &Path) -> Result<gix::Repository, String> {
 
 /// The tree of commit `id`.
 pub(crate) fn tree_of(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, String> {
-    Ok(repo.find_commit(id).map_err(|e| e.to_string())?.tree_id().map_err(|e| e.to_string())?.detach())
+    code_intel_gitstate::refs::tree_of(repo, id).map_err(|e| e.to_string())
 }
 
 pub(crate) fn ref_id(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>, String> {
-    Ok(repo
-        .try_find_reference(name)
-        .map_err(|e| e.to_string())?
-        .and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
+    code_intel_gitstate::refs::ref_id(repo, name).map_err(|e| e.to_string())
 }
 
 /// Plans creating the task branch at the current commit and making it HEAD, as one ref
@@ -89,7 +85,7 @@ pub fn plan_task_branch(
             message: format!("checkout: moving from {base} to {name}"),
         },
     ];
-    let user_changes = worktree::snapshot(repo, root, tree_of(repo, head)?)?;
+    let user_changes = code_intel_gitstate::worktree::snapshot(repo, root, tree_of(repo, head)?)?;
     let journal = Journal::new(format!("creating the task branch {name}"), refs, Vec::new());
     Ok((TaskBranch { name, base, base_commit: head, user_changes }, journal))
 }
@@ -97,9 +93,11 @@ pub fn plan_task_branch(
 /// Creates the task branch (see [`plan_task_branch`]) under the operation lock, with no
 /// session to record it.
 pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, String> {
-    crate::journal::operate(root, crate::journal::NO_SESSION, |repo| plan_task_branch(repo, root, session_id))
-        .map(|(b, _)| b)
-        .map_err(|e| e.to_string())
+    code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
+        plan_task_branch(repo, root, session_id)
+    })
+    .map(|(b, _)| b)
+    .map_err(|e| e.to_string())
 }
 
 /// Takes over an existing task branch (BRANCH_INTERVENTION `continue`): its base commit is
@@ -110,7 +108,7 @@ pub fn adopt(root: &Path, branch: &str, base: &str) -> Result<TaskBranch, String
     let base_tip = ref_id(&repo, &format!("refs/heads/{base}"))?.ok_or_else(|| format!("{base} does not exist"))?;
     let base_commit =
         repo.merge_base(tip, base_tip).map_err(|e| e.to_string())?.map(|i| i.detach()).unwrap_or(base_tip);
-    let user_changes = worktree::snapshot(&repo, root, tree_of(&repo, tip)?)?;
+    let user_changes = code_intel_gitstate::worktree::snapshot(&repo, root, tree_of(&repo, tip)?)?;
     Ok(TaskBranch { name: branch.to_owned(), base: base.to_owned(), base_commit, user_changes })
 }
 

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use similar::TextDiff;
 
-use super::worktree::{self, ChangeKind};
+use code_intel_gitstate::worktree::{self, ChangeKind};
 
 /// Diffs beyond this many bytes per file are cut; the whole review stays under the MCP limit.
 const MAX_DIFF_BYTES: usize = 16 * 1024;
@@ -40,11 +40,7 @@ pub struct ReviewOutput {
     pub additions: usize,
     pub deletions: usize,
     /// What the pre-commit hook would flag in these changes.
-    pub garbage: Vec<crate::garbage::Finding>,
-}
-
-fn looks_binary(bytes: &[u8]) -> bool {
-    bytes[..bytes.len().min(8192)].contains(&0)
+    pub garbage: Vec<code_intel_codebase::garbage::Finding>,
 }
 
 pub fn review(
@@ -52,7 +48,7 @@ pub fn review(
     base_commit: ObjectId,
     base_branch: &str,
     task_branch: &str,
-    rules: &crate::garbage::GarbageRules,
+    rules: &code_intel_codebase::garbage::GarbageRules,
     user_changes: &std::collections::BTreeMap<String, Option<ObjectId>>,
     max_file_size: u64,
 ) -> Result<ReviewOutput, String> {
@@ -74,10 +70,11 @@ pub fn review(
             _ => Vec::new(),
         };
         let new = if too_large { Vec::new() } else { c.content.clone().unwrap_or_default() };
-        let binary = too_large || looks_binary(&old) || looks_binary(&new);
+        let binary =
+            too_large || code_intel_codebase::walk::looks_binary(&old) || code_intel_codebase::walk::looks_binary(&new);
         let pre_existing = user_changes.get(&c.path).is_some_and(|u| *u == c.new.map(|n| n.0));
         if c.kind != ChangeKind::Deleted && !pre_existing {
-            contents.push(worktree::Content {
+            contents.push(code_intel_codebase::garbage::Content {
                 path: c.path.clone(),
                 old: old.clone(),
                 new: (!too_large).then(|| new.clone()),
@@ -129,7 +126,7 @@ pub fn review(
         base_branch: base_branch.to_owned(),
         base_commit: base_commit.to_string(),
         task_branch: task_branch.to_owned(),
-        garbage: worktree::garbage(&contents, rules),
+        garbage: code_intel_codebase::garbage::check_changes(&contents, rules),
         additions: files.iter().map(|f| f.additions).sum(),
         deletions: files.iter().map(|f| f.deletions).sum(),
         files,

@@ -7,8 +7,9 @@ use gix::ObjectId;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{parse_task_branch, ref_id, worktree};
-use crate::journal::{Journal, RefChange, RefValue};
+use super::{parse_task_branch, ref_id};
+use code_intel_gitstate::journal::{Journal, RefChange, RefValue};
+use code_intel_gitstate::worktree;
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StaleBranch {
@@ -91,7 +92,9 @@ pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> 
 
 /// Deletes `branches` (see [`plan_delete`]) under the operation lock, with no session to record.
 pub fn delete_branches(root: &Path, branches: &[String]) -> Result<(), String> {
-    crate::journal::operate(root, crate::journal::NO_SESSION, |repo| plan_delete(repo, root, branches))
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
+        plan_delete(repo, root, branches)
+    })
+    .map(|_| ())
+    .map_err(|e| e.to_string())
 }

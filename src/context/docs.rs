@@ -12,9 +12,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::ProjectContext;
-use crate::config::Config;
-use crate::repo::Repo;
-use crate::semantic::lexical::Bm25;
+use code_intel_codebase::config::Config;
+use code_intel_codebase::repo::Repo;
+use code_intel_semantic::lexical::Bm25;
 
 /// Documents named in `must_read` at most.
 pub const MAX_MUST_READ: usize = 3;
@@ -70,7 +70,11 @@ pub fn candidates(repo: &Repo, config: &Config, cx: &ProjectContext) -> Vec<Stri
         let start = if dir.is_empty() || dir == "." { repo.root().to_path_buf() } else { repo.root().join(dir) };
         // A docs_path that leaves the repository, or does not exist, names no document.
         let Ok(abs) = repo.resolve(&start.to_string_lossy()) else { continue };
-        let Ok(walked) = crate::walk::walk(repo, config, &abs, &crate::walk::WalkOptions::default()) else { continue };
+        let Ok(walked) =
+            code_intel_codebase::walk::walk(repo, config, &abs, &code_intel_codebase::walk::WalkOptions::default())
+        else {
+            continue;
+        };
         for f in walked.files {
             let named = abs.is_file();
             if (named || include.as_ref().is_none_or(|g| g.is_match(&f.rel)))
@@ -140,7 +144,7 @@ pub fn sections(rel: &str, text: &str) -> Vec<(Section, String)> {
 
 /// The request's words that tell documents apart.
 fn query_text(query: &str) -> String {
-    crate::semantic::lexical::terms(query)
+    code_intel_semantic::lexical::terms(query)
         .into_iter()
         .filter(|t| !STOPWORDS.contains(&t.as_str()) && t.len() > 1)
         .collect::<Vec<_>>()
@@ -255,7 +259,7 @@ fn dense_ranking(
     let (q, rest) = vectors.split_first()?;
     let mut best: Vec<(usize, f32, usize)> = Vec::new();
     for (&i, v) in order.iter().zip(rest) {
-        let score = crate::semantic::embed::cosine(q, v);
+        let score = code_intel_semantic::embed::cosine(q, v);
         let d = index[i].0;
         match best.iter_mut().find(|(doc, _, _)| *doc == d) {
             Some(entry) if score > entry.1 => *entry = (d, score, i),

@@ -19,8 +19,8 @@ use std::path::Path;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::contract::Contract;
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::Contract;
+use code_intel_workflow::contract::catalogue as msg;
 
 /// Where the context lives, relative to the repository root.
 pub const CONTEXT_FILE: &str = ".code-intel/context.yml";
@@ -329,7 +329,8 @@ pub fn update_context(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| UpdateError::File(e.to_string()))?;
     }
-    crate::journal::write_atomically(&path, updated.as_bytes()).map_err(|e| UpdateError::File(e.to_string()))?;
+    code_intel_gitstate::journal::write_atomically(&path, updated.as_bytes())
+        .map_err(|e| UpdateError::File(e.to_string()))?;
     Ok(ContextUpdate { path: CONTEXT_FILE.to_owned(), summary: summary.to_owned(), fingerprints })
 }
 

@@ -14,9 +14,6 @@ use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{CallToolResponse, CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
-use crate::engine::registry;
-use crate::engine::state::Flags;
-use crate::semantic::sync::SyncReport;
 use crate::session::{SessionResult, Sessions, StartRequest};
 use crate::tools::context::{UpdateContextOutput, UpdateContextParams};
 use crate::tools::definitions::{FindDefinitionsOutput, FindDefinitionsParams};
@@ -36,6 +33,9 @@ use crate::tools::structure::{AnalyzeStructureOutput, AnalyzeStructureParams};
 use crate::tools::symbols::{GetSymbolsOutput, GetSymbolsParams};
 use crate::tools::{self, ToolError, ToolResult};
 use crate::workspace::Workspace;
+use code_intel_semantic::sync::SyncReport;
+use code_intel_workflow::engine::registry;
+use code_intel_workflow::engine::state::Flags;
 
 impl IntoCallToolResult for ToolError {
     fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
@@ -152,7 +152,7 @@ fn within_limit(ws: &Workspace, tool: &str, answer: &impl serde::Serialize) -> R
 fn too_large(ws: &Workspace, tool: &str, size: usize) -> ToolError {
     let (size, limit) = (size.to_string(), MAX_RESPONSE_BYTES.to_string());
     ws.tool_error(
-        &crate::contract::catalogue::RESPONSE_TOO_LARGE,
+        &code_intel_workflow::contract::catalogue::RESPONSE_TOO_LARGE,
         &[("tool", tool), ("size", &size), ("limit", &limit)],
     )
     .into()
@@ -492,7 +492,7 @@ impl ServerHandler for CodeIntelServer {
 }
 
 /// The server's tools, each annotated from the one tool registry
-/// ([`crate::engine::registry`]): read-only, destructive, idempotent, and closed-world.
+/// ([`code_intel_workflow::engine::registry`]): read-only, destructive, idempotent, and closed-world.
 pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
     let mut router = CodeIntelServer::tool_router();
     for (name, route) in router.map.iter_mut() {
@@ -554,8 +554,8 @@ pub fn served_tools() -> Vec<rmcp::model::Tool> {
 
 /// What the phase contract may name: the served tools, and every parameter, output field,
 /// payload field, response field and config key the server knows. The contract lint checks text against it.
-pub fn vocabulary() -> crate::contract::lint::Vocabulary {
-    use crate::contract::lint::property_names;
+pub fn vocabulary() -> code_intel_workflow::contract::lint::Vocabulary {
+    use code_intel_workflow::contract::lint::property_names;
     let tools = served_tools();
     let mut words = std::collections::BTreeSet::new();
     for tool in &tools {
@@ -564,8 +564,8 @@ pub fn vocabulary() -> crate::contract::lint::Vocabulary {
             property_names(&serde_json::Value::Object((**out).clone()), &mut words);
         }
     }
-    for key in crate::engine::schema::PAYLOAD_KEYS {
-        property_names(crate::engine::schema::base(key), &mut words);
+    for key in code_intel_workflow::engine::schema::PAYLOAD_KEYS {
+        property_names(code_intel_workflow::engine::schema::base(key), &mut words);
     }
     let answers = [
         schemars::schema_for!(crate::session::SessionReply),
@@ -580,20 +580,21 @@ pub fn vocabulary() -> crate::contract::lint::Vocabulary {
         property_names(schema.as_value(), &mut words);
     }
     // The keys of .code-intel/config.json, which messages point the user to.
-    if let Ok(serde_json::Value::Object(config)) = serde_json::to_value(crate::config::Config::default()) {
+    if let Ok(serde_json::Value::Object(config)) = serde_json::to_value(code_intel_codebase::config::Config::default())
+    {
         words.extend(config.keys().cloned());
     }
-    crate::contract::lint::Vocabulary { tools: tools.iter().map(|t| t.name.to_string()).collect(), words }
+    code_intel_workflow::contract::lint::Vocabulary { tools: tools.iter().map(|t| t.name.to_string()).collect(), words }
 }
 
 /// Logs what the contract lint finds in a project's override of the contract: wording that
 /// names tools this server does not serve, or leaves a placeholder unfilled.
 fn lint_project_contract(ws: &Workspace) {
-    if !ws.repo.root().join(crate::contract::OVERRIDE_PATH).is_file() {
+    if !ws.repo.root().join(code_intel_workflow::contract::OVERRIDE_PATH).is_file() {
         return;
     }
-    for issue in crate::contract::lint::lint(&ws.contract, &vocabulary()) {
-        tracing::warn!("{}: {issue}", crate::contract::OVERRIDE_PATH);
+    for issue in code_intel_workflow::contract::lint::lint(&ws.contract, &vocabulary()) {
+        tracing::warn!("{}: {issue}", code_intel_workflow::contract::OVERRIDE_PATH);
     }
 }
 

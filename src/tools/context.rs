@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{ToolError, ToolResult};
 use crate::context::{self, ContextUpdate, ProjectRules, UpdateError};
-use crate::contract::catalogue as msg;
 use crate::workspace::Workspace;
+use code_intel_workflow::contract::catalogue as msg;
 
 /// What `init` writes when the file does not exist yet.
 const TEMPLATE: &str = include_str!("../../templates/init/context.yml");

@@ -1,12 +1,12 @@
 //! `find_definitions`: symbol definitions from the tree-sitter tag queries, served by the index.
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::page::{MAX_RESPONSE_BYTES, take_page};
 use super::{Definition, FastPathNote, SkippedFiles, ToolResult, Workspace, given, under};
-use crate::index::refresh::Lookup;
+use code_intel_codebase::index::refresh::Lookup;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct FindDefinitionsParams {

@@ -1,12 +1,12 @@
 //! `get_function_at_line`: the innermost function or method enclosing a line.
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::structure::{Item, item, read_source};
 use super::{ToolResult, Workspace, given};
-use crate::syntax;
+use code_intel_codebase::syntax;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct GetFunctionAtLineParams {

@@ -5,7 +5,7 @@
 //! - `should_verify`: tests that use those symbols, and configs and docs that mention the symbols
 //!   or the targets' file names, from a text search.
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use std::collections::{BTreeMap, BTreeSet};
 
 use grep_regex::RegexMatcherBuilder;
@@ -15,10 +15,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{FastPathNote, ToolResult, Workspace};
-use crate::index::SymbolIndex;
-use crate::index::refresh::Lookup;
-use crate::syntax::SymbolKind;
-use crate::walk::{self, WalkOptions};
+use code_intel_codebase::index::SymbolIndex;
+use code_intel_codebase::index::refresh::Lookup;
+use code_intel_codebase::syntax::SymbolKind;
+use code_intel_codebase::walk::{self, WalkOptions};
 
 /// Names too common to say anything about impact; they are not followed.
 const COMMON_NAMES: &[&str] = &[
@@ -207,11 +207,12 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
                 if stem.len() >= 3 {
                     // The index lists, for each word, the files whose imports contain it; a stem
                     // that is not one word is looked for in every file's imports.
-                    let candidates: Vec<u32> = if crate::index::format::import_words(&stem).eq([stem.as_str()]) {
-                        index.files_importing(&stem)
-                    } else {
-                        (0..index.file_count() as u32).collect()
-                    };
+                    let candidates: Vec<u32> =
+                        if code_intel_codebase::index::format::import_words(&stem).eq([stem.as_str()]) {
+                            index.files_importing(&stem)
+                        } else {
+                            (0..index.file_count() as u32).collect()
+                        };
                     for file in candidates.into_iter().map(|fi| index.file_at(fi)) {
                         if target_rels.iter().any(|t| t == &file.rel) {
                             continue;

@@ -16,14 +16,14 @@ pub mod semantic;
 pub mod structure;
 pub mod symbols;
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::contract::ContractMessage;
-use crate::lang::Lang;
-use crate::repo::PathError;
 use crate::workspace::Workspace;
+use code_intel_codebase::lang::Lang;
+use code_intel_codebase::repo::PathError;
+use code_intel_workflow::contract::ContractMessage;
 
 /// A tool failure as the agent sees it: an error code and a message from the contract.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -58,7 +58,7 @@ pub struct FastPathNote {
 
 impl Workspace {
     /// The note for an answer that came from the fast path, if it did.
-    pub fn fast_path_note(&self, report: &crate::index::refresh::RefreshReport) -> Option<FastPathNote> {
+    pub fn fast_path_note(&self, report: &code_intel_codebase::index::refresh::RefreshReport) -> Option<FastPathNote> {
         let fast = report.fast_path.as_ref()?;
         let key = if self.builds_index_in_background() { &msg::INDEX_FAST_PATH } else { &msg::INDEX_FAST_PATH_CLI };
         let (parsed, files) = (fast.parsed.to_string(), fast.source_files.to_string());
@@ -138,7 +138,7 @@ pub struct Definition {
 }
 
 impl Definition {
-    pub fn new(file: &str, lang: Lang, s: &crate::syntax::Symbol) -> Definition {
+    pub fn new(file: &str, lang: Lang, s: &code_intel_codebase::syntax::Symbol) -> Definition {
         Definition {
             name: s.name.clone(),
             kind: s.kind.name().to_owned(),

@@ -1,6 +1,6 @@
 //! `query`: plans which tools answer a question, runs them, and returns plan and results.
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -29,7 +29,7 @@ pub struct QueryParams {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PlannedCall {
     pub tool: String,
-    #[schemars(schema_with = "crate::engine::schema::free_object")]
+    #[schemars(schema_with = "code_intel_workflow::engine::schema::free_object")]
     pub arguments: Value,
     /// Why the planner chose this call.
     pub reason: String,
@@ -38,10 +38,10 @@ pub struct PlannedCall {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CallResult {
     pub tool: String,
-    #[schemars(schema_with = "crate::engine::schema::free_object")]
+    #[schemars(schema_with = "code_intel_workflow::engine::schema::free_object")]
     pub arguments: Value,
     /// The tool's output, or its `{error, message}`.
-    #[schemars(schema_with = "crate::engine::schema::free_object")]
+    #[schemars(schema_with = "code_intel_workflow::engine::schema::free_object")]
     pub output: Value,
     pub is_error: bool,
     /// The output was too large and was cut to an overview.
@@ -335,8 +335,13 @@ fn log_decision(ws: &Workspace, question: Option<&str>, intent: &str, plan: &[Pl
         "recorded_at": chrono::Utc::now().to_rfc3339(),
     });
     let logged = gix::open(ws.repo.root()).map_err(|e| e.to_string()).and_then(|repo| {
-        crate::gitlog::append(&repo, crate::gitlog::DECISION_LOG, &record, &format!("query plan ({intent})"))
-            .map_err(|e| e.to_string())
+        code_intel_gitstate::log::append(
+            &repo,
+            code_intel_gitstate::log::DECISION_LOG,
+            &record,
+            &format!("query plan ({intent})"),
+        )
+        .map_err(|e| e.to_string())
     });
     if let Err(e) = logged {
         tracing::warn!("could not append to the DecisionLog: {e}");

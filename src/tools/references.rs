@@ -2,14 +2,14 @@
 //! code (not comments or strings) and not the definition's own name, each with the function or
 //! class it sits in.
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::page::{MAX_RESPONSE_BYTES, take_page};
 use super::{FastPathNote, SkippedFiles, ToolResult, Workspace, given, under};
-use crate::index::refresh::Lookup;
-use crate::index::{NameUse, SymbolIndex};
+use code_intel_codebase::index::refresh::Lookup;
+use code_intel_codebase::index::{NameUse, SymbolIndex};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct FindReferencesParams {
@@ -115,7 +115,11 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
 
 /// Every use of `name` in files accepted by `keep`, in path and position order: one posting
 /// list, nothing of the files decoded.
-pub fn uses(index: &SymbolIndex, name: &str, keep: impl Fn(&str, crate::lang::Lang) -> bool) -> Vec<NameUse> {
+pub fn uses(
+    index: &SymbolIndex,
+    name: &str,
+    keep: impl Fn(&str, code_intel_codebase::lang::Lang) -> bool,
+) -> Vec<NameUse> {
     let mut uses = index.uses(name);
     uses.retain(|u| index.meta(u.file).is_some_and(|m| keep(m.rel, m.lang)));
     uses

@@ -12,7 +12,7 @@ use super::search_text::SearchTextOutput;
 use super::semantic::{ChunkDetail, RecordOutcomeOutput, SemanticSearchOutput};
 use super::structure::AnalyzeStructureOutput;
 use super::symbols::GetSymbolsOutput;
-use crate::semantic::sync::SyncReport;
+use code_intel_semantic::sync::SyncReport;
 
 /// The files an answer showed the content or symbols of.
 pub trait Reveals {

@@ -1,14 +1,14 @@
 //! `search_files`: glob over the repository's files (the shared, gitignore-aware walk).
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use globset::GlobBuilder;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::page::{MAX_RESPONSE_BYTES, take_page};
 use super::{SkippedFiles, ToolResult, Workspace, given};
-use crate::lang::Lang;
-use crate::walk::{self, WalkOptions};
+use code_intel_codebase::lang::Lang;
+use code_intel_codebase::walk::{self, WalkOptions};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct SearchFilesParams {

@@ -1,6 +1,6 @@
 //! `search_text`: ripgrep's engine in-process (grep-searcher + grep-regex over the shared walk).
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::page::{MAX_RESPONSE_BYTES, take_page};
 use super::{SkippedFiles, ToolResult, Workspace};
-use crate::walk::{self, WalkOptions, WalkedFile};
+use code_intel_codebase::walk::{self, WalkOptions, WalkedFile};
 
 pub const MAX_PATTERNS: usize = 5;
 pub const DEFAULT_MAX_RESULTS: usize = 100;

@@ -2,20 +2,20 @@
 //! the Map as tools. Without a model they answer `semantic_unavailable` (never fake vectors);
 //! every other tool keeps working.
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use std::sync::atomic::Ordering;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolError, ToolResult, Workspace, given};
-use crate::gitstore::SessionStore;
-use crate::semantic::chunk::Chunk;
-use crate::semantic::forest::ForestHit;
-use crate::semantic::learning::{self, SessionFacts};
-use crate::semantic::map::{MapEntry, MapStore};
-use crate::semantic::service::{MapHit, sync_wait};
-use crate::semantic::sync::SyncReport;
+use crate::session_store::SessionStore;
+use code_intel_semantic::chunk::Chunk;
+use code_intel_semantic::forest::ForestHit;
+use code_intel_semantic::learning::{self, SessionFacts};
+use code_intel_semantic::map::{MapEntry, MapStore};
+use code_intel_semantic::service::{MapHit, sync_wait};
+use code_intel_semantic::sync::SyncReport;
 
 /// A Map hit at or above this score answers the query: the Forest is skipped.
 pub const MAP_SHORTCUT: f32 = 0.7;
@@ -252,7 +252,8 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
     });
     let repo = gix::open(ws.repo.root()).map_err(|e| err(&e))?;
     let message = format!("outcome {outcome} for session {}", facts.session_id);
-    let logged = crate::gitlog::append(&repo, crate::gitlog::OUTCOME_LOG, &record, &message).map_err(|e| err(&e))?;
+    let logged = code_intel_gitstate::log::append(&repo, code_intel_gitstate::log::OUTCOME_LOG, &record, &message)
+        .map_err(|e| err(&e))?;
     Ok(RecordOutcomeOutput {
         outcome,
         session_id: facts.session_id,
@@ -264,7 +265,7 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
 
 /// The innermost definition enclosing `file:line`, as `scope.name`.
 fn symbol_at(ws: &Workspace, file: &str, line: usize) -> Option<String> {
-    ws.with_index_for(&crate::index::refresh::Lookup::Paths(vec![file.to_owned()]), |index, _| {
+    ws.with_index_for(&code_intel_codebase::index::refresh::Lookup::Paths(vec![file.to_owned()]), |index, _| {
         let f = index.file(file)?;
         let line = line as u32;
         let s = f

@@ -1,14 +1,14 @@
 //! `analyze_structure`: the outline of one file (or of code passed inline).
 
-use crate::contract::catalogue as msg;
+use code_intel_workflow::contract::catalogue as msg;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::page::MAX_RESPONSE_BYTES;
 use super::{ToolResult, Workspace, given};
-use crate::lang::Lang;
-use crate::syntax::{self, FileSyntax, Symbol};
-use crate::walk;
+use code_intel_codebase::lang::Lang;
+use code_intel_codebase::syntax::{self, FileSyntax, Symbol};
+use code_intel_codebase::walk;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct AnalyzeStructureParams {
@@ -185,7 +185,7 @@ pub fn outline(
     let outlined: Vec<usize> =
         (0..symbols.len()).filter(|&i| symbols[i].kind.is_callable() || symbols[i].kind.is_class_like()).collect();
     let export = |s: &Symbol| {
-        (s.exported && s.kind != crate::syntax::SymbolKind::Impl).then(|| ExportItem {
+        (s.exported && s.kind != code_intel_codebase::syntax::SymbolKind::Impl).then(|| ExportItem {
             name: s.name.clone(),
             kind: s.kind.name().to_owned(),
             line: s.line,
@@ -266,7 +266,7 @@ fn members_by_parent(symbols: &[Symbol]) -> std::collections::HashMap<usize, Vec
     for s in symbols {
         let mut owners: Vec<usize> = Vec::new();
         if let Some(p) = s.parent.map(|p| p as usize) {
-            if symbols[p].kind == crate::syntax::SymbolKind::Impl {
+            if symbols[p].kind == code_intel_codebase::syntax::SymbolKind::Impl {
                 // Members of an `impl X` belong to X.
                 owners.extend(by_name.get(symbols[p].name.as_str()).into_iter().flatten());
             }

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::page::{MAX_RESPONSE_BYTES, take_page};
 use super::{Definition, FastPathNote, SkippedFiles, ToolResult, Workspace, under};
-use crate::index::refresh::Lookup;
-use crate::syntax::SymbolKind;
+use code_intel_codebase::index::refresh::Lookup;
+use code_intel_codebase::syntax::SymbolKind;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct GetSymbolsParams {
@@ -104,8 +104,8 @@ fn bounds_note((left_out, in_files): (u64, usize), stopped: &[&str]) -> Option<S
     if left_out > 0 {
         parts.push(format!(
             "{left_out} definition(s) in {in_files} file(s) left out: nested deeper than {} levels, or past the first {} of a file",
-            crate::syntax::MAX_NESTING,
-            crate::syntax::MAX_SYMBOLS
+            code_intel_codebase::syntax::MAX_NESTING,
+            code_intel_codebase::syntax::MAX_SYMBOLS
         ));
     }
     if !stopped.is_empty() {
@@ -113,7 +113,7 @@ fn bounds_note((left_out, in_files): (u64, usize), stopped: &[&str]) -> Option<S
         parts.push(format!(
             "{} file(s) not parsed (parsing stopped after {} s): {}{}",
             stopped.len(),
-            crate::syntax::PARSE_BUDGET.as_secs(),
+            code_intel_codebase::syntax::PARSE_BUDGET.as_secs(),
             shown.join(", "),
             if stopped.len() > shown.len() { ", …" } else { "" }
         ));

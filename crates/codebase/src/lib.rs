@@ -1,0 +1,20 @@
+//! The codebase as the tools see it: the project's [`config`], the repository root and its path
+//! rules ([`repo`]), the gitignore-aware [`walk`], the file [`watch`]er, the languages
+//! ([`lang`]) and their syntax trees ([`syntax`]), the persistent symbol [`index`] and the
+//! [`derived`]-file format it is written in, and the [`garbage`] checks of the pre-commit hook.
+//!
+//! It may use the pure workflow crate and nothing else of this workspace: no refs, no sessions,
+//! no embeddings, no MCP.
+
+// What this crate exports is its contract with the layers above: nothing public by accident.
+#![warn(unreachable_pub)]
+
+pub mod config;
+pub mod derived;
+pub mod garbage;
+pub mod index;
+pub mod lang;
+pub mod repo;
+pub mod syntax;
+pub mod walk;
+pub mod watch;

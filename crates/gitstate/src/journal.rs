@@ -1,0 +1,544 @@
+//! Crash safety for what git-code-intel changes in a repository.
+//!
+//! **The operation lock.** Every write under `refs/code-intel/`, and every operation of several
+//! steps, holds an exclusive lock on `.git/code-intel/operation.lock` (a file lock the kernel
+//! drops when its process dies). It is re-entrant within a thread, and serializes the threads of
+//! one process and the processes on one repository. While it is held, a `.lock` file left under
+//! `refs/code-intel/` can only come from a process that died: it is removed.
+//!
+//! **The journal.** An operation of several steps (branch creation, the PRE_COMMIT and
+//! QUALITY_REVIEW commits, MERGE, branch choices) first writes what it will do to
+//! `.git/code-intel/operation.json`, atomically: one ref transaction (the decisive step, all or
+//! nothing), then idempotent steps (files brought from one version to another, the index
+//! rewritten, a ref deleted, a note added), then the session checkpoint that records the result.
+//! If the process is killed, the next one to take the lock finishes the operation when its ref
+//! transaction happened, or drops it when it did not (nothing had changed), and says which.
+//!
+//! Files of the work tree are written through a temporary file in the same directory and a
+//! rename, so a kill never leaves one missing or truncated.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use gix::ObjectId;
+use gix::objs::tree::EntryKind;
+use gix::refs::transaction::PreviousValue;
+use serde::{Deserialize, Serialize};
+
+use crate::refs::{apply, delete, update};
+
+const DIR: &str = "code-intel";
+const LOCK_FILE: &str = "code-intel/operation.lock";
+const JOURNAL_FILE: &str = "code-intel/operation.json";
+/// How long to wait for another process's operation before giving up.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+
+// ---- The operation lock -------------------------------------------------------------------
+
+struct Held {
+    thread: std::thread::ThreadId,
+    depth: usize,
+    /// Kept open while held: closing it releases the lock.
+    _file: File,
+}
+
+static HELD: Mutex<Option<Held>> = Mutex::new(None);
+
+/// The operation lock, held until dropped.
+pub struct OperationLock {
+    _private: (),
+}
+
+impl OperationLock {
+    /// Takes the lock of the repository whose git directory is `git_dir`, waiting for another
+    /// process (or thread) that holds it.
+    pub fn acquire(git_dir: &Path) -> Result<OperationLock, String> {
+        let me = std::thread::current().id();
+        let started = Instant::now();
+        loop {
+            {
+                let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+                match held.as_mut() {
+                    Some(h) if h.thread == me => {
+                        h.depth += 1;
+                        return Ok(OperationLock { _private: () });
+                    }
+                    Some(_) => {}
+                    None => {
+                        let path = git_dir.join(LOCK_FILE);
+                        if let Some(dir) = path.parent() {
+                            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                        }
+                        let file = std::fs::OpenOptions::new()
+                            .create(true)
+                            .truncate(false)
+                            .read(true)
+                            .write(true)
+                            .open(&path)
+                            .map_err(|e| format!("{}: {e}", path.display()))?;
+                        match file.try_lock() {
+                            Ok(()) => {
+                                *held = Some(Held { thread: me, depth: 1, _file: file });
+                                return Ok(OperationLock { _private: () });
+                            }
+                            Err(std::fs::TryLockError::WouldBlock) => {}
+                            Err(std::fs::TryLockError::Error(e)) => return Err(format!("{}: {e}", path.display())),
+                        }
+                    }
+                }
+            }
+            if started.elapsed() > LOCK_TIMEOUT {
+                return Err(format!(
+                    "another git-code-intel process has held {} for over {} s; if none is running, retry",
+                    git_dir.join(LOCK_FILE).display(),
+                    LOCK_TIMEOUT.as_secs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for OperationLock {
+    fn drop(&mut self) {
+        let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = held.as_mut() {
+            h.depth -= 1;
+            if h.depth == 0 {
+                // Closing the file releases the lock.
+                *held = None;
+            }
+        }
+    }
+}
+
+/// Removes the `.lock` files of our own refs among `refs`. Call with the operation lock held:
+/// every git-code-intel process writes `refs/code-intel/*` and `refs/notes/code-intel` only while
+/// holding it, so such a lock belongs to a process that died.
+pub fn remove_stale_ref_locks(git_dir: &Path, refs: &[&str]) {
+    let ours = |n: &&&str| n.starts_with("refs/code-intel/") || **n == crate::notes::NOTES_REF;
+    for name in refs.iter().filter(ours) {
+        let lock = git_dir.join(format!("{name}.lock"));
+        if lock.exists() {
+            match std::fs::remove_file(&lock) {
+                Ok(()) => tracing::warn!("removed {}, left by a git-code-intel process that died", lock.display()),
+                Err(e) => tracing::warn!("cannot remove the stale {}: {e}", lock.display()),
+            }
+        }
+    }
+}
+
+/// The first `.lock` file of `refs` (or of the index) in the way, for an error message.
+pub fn lock_in_the_way(git_dir: &Path, refs: &[&str]) -> Option<PathBuf> {
+    refs.iter().map(|n| git_dir.join(format!("{n}.lock"))).find(|p| p.exists())
+}
+
+// ---- The journal ------------------------------------------------------------------------
+
+/// A ref's value, as the journal records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefValue {
+    /// An object id (hex).
+    Object(String),
+    /// A symbolic ref to this full name.
+    Symbolic(String),
+}
+
+/// One change of the operation's ref transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefChange {
+    pub name: String,
+    /// What it must be before (None: must not exist).
+    pub expected: Option<RefValue>,
+    /// What it becomes (None: deleted).
+    pub new: Option<RefValue>,
+    pub message: String,
+}
+
+/// A blob of a tree, as the journal records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blob {
+    #[serde(with = "hex")]
+    pub id: ObjectId,
+    #[serde(with = "kind")]
+    pub kind: EntryKind,
+}
+
+/// A step after the ref transaction. Each can run again with the same result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Brings the work-tree file at `path` to `to` (None: removed). A file that holds neither
+    /// `from` nor `to` any more was changed since, and is left alone.
+    File { path: String, from: Option<Blob>, to: Option<Blob> },
+    /// Rewrites the index from `tree`; the files in `differs` keep empty stat data (modified).
+    Index {
+        #[serde(with = "hex")]
+        tree: ObjectId,
+        differs: Vec<String>,
+    },
+    /// Deletes a ref if it still points at `expected`.
+    DeleteRef {
+        name: String,
+        #[serde(with = "hex")]
+        expected: ObjectId,
+    },
+    /// Adds a note to `commit` under `refs/notes/code-intel`.
+    Note {
+        #[serde(with = "hex")]
+        commit: ObjectId,
+        text: String,
+    },
+}
+
+/// An operation, recorded before it starts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Journal {
+    /// What it is, for the user: "merge llm_task_… into main".
+    pub what: String,
+    pub started_at: String,
+    pub pid: u32,
+    /// The decisive step: applied as one transaction. The first change tells afterwards
+    /// whether it happened.
+    pub refs: Vec<RefChange>,
+    pub after: Vec<Step>,
+    /// The session checkpoint to write once done, in the session store's own form.
+    pub session: Option<serde_json::Value>,
+}
+
+impl Journal {
+    pub fn new(what: impl Into<String>, refs: Vec<RefChange>, after: Vec<Step>) -> Journal {
+        Journal {
+            what: what.into(),
+            started_at: chrono::Utc::now().to_rfc3339(),
+            pid: std::process::id(),
+            refs,
+            after,
+            session: None,
+        }
+    }
+}
+
+/// What ends an operation: writing the session checkpoint the journal carries. It must succeed
+/// once, and do nothing when the session has moved on already.
+pub type SessionWriter<'a> = &'a dyn Fn(&serde_json::Value) -> Result<(), String>;
+
+/// For operations that record no session checkpoint.
+pub const NO_SESSION: SessionWriter<'static> = &|_: &serde_json::Value| Ok(());
+
+/// Takes the operation lock, finishes any operation a dead process left, lets `plan` read the
+/// repository and describe the operation, and runs it. Returns the plan's value and what the
+/// recovery did, if it did anything.
+pub fn operate<T>(
+    root: &Path,
+    session: SessionWriter,
+    plan: impl FnOnce(&gix::Repository) -> Result<(T, Journal), String>,
+) -> Result<(T, Option<String>), OperationError> {
+    let repo = gix::open(root).map_err(|e| OperationError::Refused(e.to_string()))?;
+    let _lock = OperationLock::acquire(repo.git_dir()).map_err(OperationError::Refused)?;
+    let recovered = recover(&repo, root, session).map_err(OperationError::Refused)?;
+    // Read the repository afresh: the recovery may have moved refs and the index.
+    let repo = gix::open(root).map_err(|e| OperationError::Refused(e.to_string()))?;
+    let (value, journal) = plan(&repo).map_err(OperationError::Refused)?;
+    run(&repo, root, &journal, session)?;
+    Ok((value, recovered))
+}
+
+/// Why an operation did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperationError {
+    /// Its ref transaction failed: nothing changed.
+    Refused(String),
+    /// It happened, but a later step failed; the journal stays for the next process to finish.
+    Incomplete(String),
+}
+
+impl std::fmt::Display for OperationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OperationError::Refused(e) | OperationError::Incomplete(e) => f.write_str(e),
+        }
+    }
+}
+
+/// Runs `journal` in the repository (`root` the work tree): recorded, ref transaction, steps,
+/// session checkpoint, done. Hold the operation lock around the whole of it (and around the
+/// reads that planned it).
+pub fn run(
+    repo: &gix::Repository,
+    root: &Path,
+    journal: &Journal,
+    session: SessionWriter,
+) -> Result<(), OperationError> {
+    let git_dir = repo.git_dir().to_owned();
+    let path = git_dir.join(JOURNAL_FILE);
+    write_atomically(&path, &serde_json::to_vec_pretty(journal).map_err(|e| OperationError::Refused(e.to_string()))?)
+        .map_err(|e| OperationError::Refused(format!("{}: {e}", path.display())))?;
+    failpoint("journal-written");
+    if let Err(e) = apply_refs(repo, &journal.refs) {
+        let _ = std::fs::remove_file(&path);
+        let names: Vec<&str> = journal.refs.iter().map(|c| c.name.as_str()).collect();
+        return Err(OperationError::Refused(match lock_in_the_way(&git_dir, &names) {
+            Some(lock) => format!(
+                "{e}: {} is in the way (another git process holds it, or one was killed while holding it; \
+                 if no git command is running, delete that file and retry)",
+                lock.display()
+            ),
+            None => e,
+        }));
+    }
+    failpoint("refs-moved");
+    finish(repo, root, journal, session).map_err(OperationError::Incomplete)?;
+    let _ = std::fs::remove_file(&path);
+    Ok(())
+}
+
+/// The steps after the ref transaction, and the session checkpoint.
+fn finish(
+    repo: &gix::Repository,
+    root: &Path,
+    journal: &Journal,
+    session: SessionWriter,
+) -> Result<Vec<String>, String> {
+    let mut left_alone = Vec::new();
+    for (i, step) in journal.after.iter().enumerate() {
+        if let Some(path) = run_step(repo, root, step)? {
+            left_alone.push(path);
+        }
+        failpoint(&format!("step-{i}"));
+    }
+    if let Some(s) = &journal.session {
+        session(s)?;
+    }
+    failpoint("session-written");
+    Ok(left_alone)
+}
+
+/// Finishes or drops an operation a dead process left; says what was done. Hold the operation
+/// lock (so the journal's writer is known to be dead).
+pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> Result<Option<String>, String> {
+    let git_dir = repo.git_dir().to_owned();
+    let path = git_dir.join(JOURNAL_FILE);
+    let journal: Journal = match std::fs::read(&path) {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(j) => j,
+            Err(e) => {
+                // Written atomically, so a torn one cannot exist; an unreadable one is kept
+                // aside for a person to look at.
+                let aside = path.with_extension("unreadable.json");
+                let _ = std::fs::rename(&path, &aside);
+                return Ok(Some(format!("an unreadable operation journal was moved to {}: {e}", aside.display())));
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    // Locks the dead process left on the refs and the index it was changing.
+    remove_own_stale_locks(&git_dir, &journal);
+    let happened = match journal.refs.first() {
+        Some(first) => current(repo, &first.name)? == first.new,
+        None => true,
+    };
+    let report = if happened {
+        let left_alone = finish(repo, root, &journal, session)?;
+        let mut text = format!("{} was interrupted after it moved its refs; it has been finished", journal.what);
+        if !left_alone.is_empty() {
+            text.push_str(&format!(" (left alone, changed since: {})", left_alone.join(", ")));
+        }
+        text
+    } else {
+        format!("{} was interrupted before it changed anything; nothing to undo", journal.what)
+    };
+    std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    tracing::warn!("{report}");
+    Ok(Some(report))
+}
+
+/// Lock files of the journal's refs and of the index, created after the journal was written:
+/// the dead process's.
+fn remove_own_stale_locks(git_dir: &Path, journal: &Journal) {
+    let started = chrono::DateTime::parse_from_rfc3339(&journal.started_at).map(SystemTime::from).ok();
+    let mut candidates: Vec<PathBuf> = journal.refs.iter().map(|c| git_dir.join(format!("{}.lock", c.name))).collect();
+    candidates.push(git_dir.join("index.lock"));
+    for step in &journal.after {
+        if let Step::DeleteRef { name, .. } = step {
+            candidates.push(git_dir.join(format!("{name}.lock")));
+        }
+    }
+    candidates.push(git_dir.join(format!("{}.lock", crate::notes::NOTES_REF)));
+    for lock in candidates {
+        let made_during = std::fs::metadata(&lock)
+            .and_then(|m| m.modified())
+            .ok()
+            .zip(started)
+            .is_some_and(|(modified, started)| modified + Duration::from_secs(1) >= started);
+        if made_during && std::fs::remove_file(&lock).is_ok() {
+            tracing::warn!("removed {}, left by the interrupted operation", lock.display());
+        }
+    }
+}
+
+fn current(repo: &gix::Repository, name: &str) -> Result<Option<RefValue>, String> {
+    let Some(r) = repo.try_find_reference(name).map_err(|e| e.to_string())? else { return Ok(None) };
+    Ok(Some(match r.target() {
+        gix::refs::TargetRef::Object(id) => RefValue::Object(id.to_string()),
+        gix::refs::TargetRef::Symbolic(n) => RefValue::Symbolic(n.as_bstr().to_string()),
+    }))
+}
+
+fn target(v: &RefValue) -> Result<gix::refs::Target, String> {
+    Ok(match v {
+        RefValue::Object(hex) => {
+            gix::refs::Target::Object(ObjectId::from_hex(hex.as_bytes()).map_err(|e| e.to_string())?)
+        }
+        RefValue::Symbolic(name) => gix::refs::Target::Symbolic(
+            name.as_str().try_into().map_err(|e: gix::validate::reference::name::Error| e.to_string())?,
+        ),
+    })
+}
+
+fn apply_refs(repo: &gix::Repository, changes: &[RefChange]) -> Result<(), String> {
+    let mut edits = Vec::new();
+    for c in changes {
+        let expected = match &c.expected {
+            None => PreviousValue::MustNotExist,
+            Some(v) => PreviousValue::MustExistAndMatch(target(v)?),
+        };
+        edits.push(
+            match &c.new {
+                Some(v) => update(&c.name, expected, target(v)?, &c.message),
+                None => delete(&c.name, expected),
+            }
+            .map_err(|e| e.to_string())?,
+        );
+    }
+    apply(repo, edits).map_err(|e| e.to_string())
+}
+
+/// One step; returns the path of a file left alone because it changed since.
+fn run_step(repo: &gix::Repository, root: &Path, step: &Step) -> Result<Option<String>, String> {
+    match step {
+        Step::File { path, from, to } => {
+            let now = crate::worktree::current_blob(repo, root, path)?;
+            let now_id = now.map(|b| b.0);
+            if now_id == to.map(|b| b.id) {
+                return Ok(None);
+            }
+            if now_id != from.map(|b| b.id) {
+                return Ok(Some(path.clone()));
+            }
+            crate::worktree::restore(repo, root, path, to.map(|b| (b.id, b.kind)))?;
+            Ok(None)
+        }
+        Step::Index { tree, differs } => {
+            let differs = differs.iter().cloned().collect();
+            crate::worktree::write_index(repo, root, *tree, &differs)?;
+            Ok(None)
+        }
+        Step::DeleteRef { name, expected } => {
+            if current(repo, name)? == Some(RefValue::Object(expected.to_string())) {
+                let edit = delete(name, PreviousValue::MustExistAndMatch(gix::refs::Target::Object(*expected)))
+                    .map_err(|e| e.to_string())?;
+                apply(repo, vec![edit]).map_err(|e| e.to_string())?;
+            }
+            Ok(None)
+        }
+        Step::Note { commit, text } => {
+            crate::notes::add_note(repo, *commit, text)?;
+            Ok(None)
+        }
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it and a rename.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = temp_beside(path);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// The temporary file a write to `path` goes through: one name per path, so a write that runs
+/// again after a kill replaces the leftover.
+pub fn temp_beside(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.code-intel-tmp"))
+}
+
+/// The git directory's `code-intel/` folder.
+pub fn state_dir(git_dir: &Path) -> PathBuf {
+    git_dir.join(DIR)
+}
+
+/// Fault injection for the crash tests: when `CODE_INTEL_FAILPOINT` names this point (or
+/// `point#n`, the n-th time it is reached), the process kills itself with SIGKILL there. With
+/// `CODE_INTEL_FAILPOINT_TRACE` set to a file, every point reached is appended to it.
+pub fn failpoint(point: &str) {
+    static SPEC: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
+    static HITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static TRACE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let spec = SPEC.get_or_init(|| {
+        let v = std::env::var("CODE_INTEL_FAILPOINT").ok()?;
+        Some(match v.split_once('#') {
+            Some((p, n)) => (p.to_owned(), n.parse().unwrap_or(1)),
+            None => (v, 1),
+        })
+    });
+    if let Some(trace) = TRACE.get_or_init(|| std::env::var_os("CODE_INTEL_FAILPOINT_TRACE").map(PathBuf::from)) {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(trace) {
+            let _ = writeln!(f, "{point}");
+        }
+    }
+    let Some((name, n)) = spec else { return };
+    if name == point && HITS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == *n {
+        #[cfg(unix)]
+        // SAFETY: sends a signal to this process; nothing is touched afterwards.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+        std::process::abort();
+    }
+}
+
+mod hex {
+    use gix::ObjectId;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(id: &ObjectId, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&id.to_string())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectId, D::Error> {
+        let text = String::deserialize(d)?;
+        ObjectId::from_hex(text.as_bytes()).map_err(serde::de::Error::custom)
+    }
+}
+
+mod kind {
+    use gix::objs::tree::EntryKind;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(kind: &EntryKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match kind {
+            EntryKind::BlobExecutable => "executable",
+            EntryKind::Link => "link",
+            _ => "blob",
+        })
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<EntryKind, D::Error> {
+        Ok(match String::deserialize(d)?.as_str() {
+            "executable" => EntryKind::BlobExecutable,
+            "link" => EntryKind::Link,
+            _ => EntryKind::Blob,
+        })
+    }
+}

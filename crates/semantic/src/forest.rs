@@ -1,0 +1,326 @@
+//! The Forest: every chunk of the repository's source, with its vector in faiss and its terms
+//! in BM25, persisted under `.code-intel/forest/` (git-ignored, derived, rebuilt when in doubt).
+//!
+//! Files: `manifest.bin` (files with their blake3 fingerprints, chunks, next id; checksummed)
+//! and `vectors.faiss`. On load the two must agree (same chunk ids, same model, same
+//! dimension); anything else is discarded and rebuilt from the embedding cache.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use foldhash::HashMap as FoldHashMap;
+use serde::{Deserialize, Serialize};
+
+use super::cache::{self, Key};
+use super::chunk::Chunk;
+use super::lexical::Bm25;
+use super::vectors::{VectorError, VectorIndex};
+
+pub const FOREST_DIR: &str = ".code-intel/forest";
+const MANIFEST: &str = "manifest.bin";
+const VECTORS: &str = "vectors.faiss";
+const MAGIC: &[u8; 8] = b"CIFOR001";
+
+pub fn forest_dir(root: &Path) -> PathBuf {
+    root.join(FOREST_DIR)
+}
+
+/// One file as the Forest last saw it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub hash: [u8; 32],
+    /// The faiss ids of its chunks.
+    pub chunks: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredChunk {
+    pub chunk: Chunk,
+    /// blake3 of the embedded text: the embedding cache's key.
+    pub key: Key,
+}
+
+/// The text a chunk is embedded as: its header, then its code.
+pub fn embedding_text(chunk: &Chunk) -> String {
+    format!("{}\n{}", chunk.header, chunk.text)
+}
+
+#[derive(Serialize, Deserialize)]
+struct Manifest {
+    model: [u8; 32],
+    dim: u32,
+    next_id: u64,
+    synced_at: i64,
+    files: BTreeMap<String, FileEntry>,
+    chunks: Vec<(u64, StoredChunk)>,
+}
+
+pub struct Forest {
+    pub model: [u8; 32],
+    pub files: BTreeMap<String, FileEntry>,
+    chunks: FoldHashMap<u64, StoredChunk>,
+    by_chunk_id: FoldHashMap<String, u64>,
+    vectors: VectorIndex,
+    lexical: Bm25,
+    next_id: u64,
+    /// Unix seconds of the last completed sync (0: never).
+    pub synced_at: i64,
+}
+
+/// One ranked chunk.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ForestHit {
+    pub chunk_id: String,
+    pub file: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub symbol: String,
+    pub kind: String,
+    /// The fused score (reciprocal-rank fusion of the dense and lexical rankings).
+    pub score: f32,
+    /// Cosine similarity of the query and the chunk, when the dense ranking found it.
+    pub dense_score: Option<f32>,
+    /// BM25 score, when the lexical ranking found it.
+    pub lexical_score: Option<f32>,
+    pub snippet: String,
+}
+
+/// A fused ranking entry: fused score, dense score, lexical score.
+type Fused = (f32, Option<f32>, Option<f32>);
+
+/// Reciprocal-rank fusion constant.
+const RRF_K: f32 = 60.0;
+const SNIPPET_LINES: usize = 12;
+const SNIPPET_CHARS: usize = 800;
+
+impl Forest {
+    pub fn new(model: [u8; 32], dim: u32) -> Result<Forest, VectorError> {
+        Ok(Forest {
+            model,
+            files: BTreeMap::new(),
+            chunks: FoldHashMap::default(),
+            by_chunk_id: FoldHashMap::default(),
+            vectors: VectorIndex::new(dim)?,
+            lexical: Bm25::default(),
+            next_id: 1,
+            synced_at: 0,
+        })
+    }
+
+    pub fn dim(&self) -> u32 {
+        self.vectors.dim()
+    }
+
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    pub fn chunk(&self, chunk_id: &str) -> Option<&StoredChunk> {
+        self.by_chunk_id.get(chunk_id).and_then(|id| self.chunks.get(id))
+    }
+
+    pub fn holds_key(&self) -> impl Fn(&Key) -> bool + '_ {
+        let keys: std::collections::HashSet<Key> = self.chunks.values().map(|c| c.key).collect();
+        move |k| keys.contains(k)
+    }
+
+    /// Removes `rel` and its chunks.
+    pub fn remove_file(&mut self, rel: &str) -> Result<usize, VectorError> {
+        let Some(entry) = self.files.remove(rel) else { return Ok(0) };
+        self.drop_chunks(&entry.chunks)
+    }
+
+    fn drop_chunks(&mut self, ids: &[u64]) -> Result<usize, VectorError> {
+        self.vectors.remove(ids)?;
+        for id in ids {
+            if let Some(c) = self.chunks.remove(id) {
+                self.by_chunk_id.remove(&c.chunk.id);
+            }
+            self.lexical.remove(*id);
+        }
+        Ok(ids.len())
+    }
+
+    /// Replaces the chunks of `rel` with `chunks` and their `vectors` (one per chunk).
+    pub fn put_file(
+        &mut self,
+        rel: &str,
+        stat: (u64, i64, [u8; 32]),
+        chunks: Vec<StoredChunk>,
+        vectors: &[f32],
+    ) -> Result<(usize, usize), VectorError> {
+        let removed = match self.files.remove(rel) {
+            Some(old) => self.drop_chunks(&old.chunks)?,
+            None => 0,
+        };
+        let ids: Vec<u64> = (0..chunks.len() as u64).map(|i| self.next_id + i).collect();
+        self.next_id += chunks.len() as u64;
+        self.vectors.add(&ids, vectors)?;
+        for (id, c) in ids.iter().zip(chunks) {
+            self.lexical.add(*id, &c.chunk.symbol, &c.chunk.text);
+            self.by_chunk_id.insert(c.chunk.id.clone(), *id);
+            self.chunks.insert(*id, c);
+        }
+        let added = ids.len();
+        self.files.insert(rel.to_owned(), FileEntry { size: stat.0, mtime_ns: stat.1, hash: stat.2, chunks: ids });
+        Ok((removed, added))
+    }
+
+    /// Hybrid search: the dense ranking (faiss) and the lexical ranking (BM25 with symbol
+    /// names) fused by reciprocal rank. `query_vector` is the embedded query.
+    pub fn search(&self, query_vector: &[f32], query: &str, n: usize) -> Result<Vec<ForestHit>, VectorError> {
+        let depth = (n * 5).max(50);
+        let dense = self.vectors.search(query_vector, depth)?;
+        let lexical = self.lexical.search(query, depth);
+        Ok(self.fuse(&dense, &lexical, n))
+    }
+
+    /// Dense ranking only (for measuring retrieval quality).
+    pub fn search_dense(&self, query_vector: &[f32], n: usize) -> Result<Vec<ForestHit>, VectorError> {
+        let dense = self.vectors.search(query_vector, n)?;
+        Ok(self.fuse(&dense, &[], n))
+    }
+
+    /// Lexical ranking only (for measuring retrieval quality).
+    pub fn search_lexical(&self, query: &str, n: usize) -> Vec<ForestHit> {
+        let lexical = self.lexical.search(query, n);
+        self.fuse(&[], &lexical, n)
+    }
+
+    fn fuse(&self, dense: &[(u64, f32)], lexical: &[(u64, f32)], n: usize) -> Vec<ForestHit> {
+        let mut fused: FoldHashMap<u64, Fused> = FoldHashMap::default();
+        for (rank, (id, s)) in dense.iter().enumerate() {
+            let e = fused.entry(*id).or_default();
+            e.0 += 1.0 / (RRF_K + rank as f32 + 1.0);
+            e.1 = Some(*s);
+        }
+        for (rank, (id, s)) in lexical.iter().enumerate() {
+            let e = fused.entry(*id).or_default();
+            e.0 += 1.0 / (RRF_K + rank as f32 + 1.0);
+            e.2 = Some(*s);
+        }
+        let mut ranked: Vec<(u64, Fused)> = fused.into_iter().collect();
+        ranked.sort_by(|a, b| {
+            b.1.0
+                .total_cmp(&a.1.0)
+                .then_with(|| b.1.1.unwrap_or(-1.0).total_cmp(&a.1.1.unwrap_or(-1.0)))
+                .then(a.0.cmp(&b.0))
+        });
+        ranked
+            .into_iter()
+            .filter_map(|(id, (score, dense_score, lexical_score))| {
+                let c = &self.chunks.get(&id)?.chunk;
+                Some(ForestHit {
+                    chunk_id: c.id.clone(),
+                    file: c.file.clone(),
+                    start_line: c.start_line,
+                    end_line: c.end_line,
+                    symbol: c.symbol.clone(),
+                    kind: c.kind.clone(),
+                    score,
+                    dense_score,
+                    lexical_score,
+                    snippet: snippet(&c.text),
+                })
+            })
+            .take(n)
+            .collect()
+    }
+
+    /// Loads the Forest saved under `root`, or None when there is none, or it does not match
+    /// `model`/`dim`, or the manifest and the vectors disagree.
+    pub fn load(root: &Path, model: [u8; 32], dim: u32) -> Option<Forest> {
+        let dir = forest_dir(root);
+        let bytes = std::fs::read(dir.join(MANIFEST)).ok()?;
+        let manifest: Option<Manifest> = code_intel_codebase::derived::decode(&bytes, MAGIC);
+        let Some(manifest) = manifest.filter(|m| m.model == model && m.dim == dim) else {
+            tracing::warn!("{}: from another model or version, or corrupt; rebuilding", dir.display());
+            return None;
+        };
+        let vectors = match VectorIndex::read(&dir.join(VECTORS), dim) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("{}: {e}; rebuilding", dir.join(VECTORS).display());
+                return None;
+            }
+        };
+        let mut held = vectors.ids();
+        held.sort_unstable();
+        let mut expected: Vec<u64> = manifest.chunks.iter().map(|(id, _)| *id).collect();
+        expected.sort_unstable();
+        if held != expected {
+            tracing::warn!("{}: vectors and manifest disagree; rebuilding", dir.display());
+            return None;
+        }
+        let mut lexical = Bm25::default();
+        let mut chunks = FoldHashMap::default();
+        let mut by_chunk_id = FoldHashMap::default();
+        for (id, c) in manifest.chunks {
+            lexical.add(id, &c.chunk.symbol, &c.chunk.text);
+            by_chunk_id.insert(c.chunk.id.clone(), id);
+            chunks.insert(id, c);
+        }
+        Some(Forest {
+            model,
+            files: manifest.files,
+            chunks,
+            by_chunk_id,
+            vectors,
+            lexical,
+            next_id: manifest.next_id,
+            synced_at: manifest.synced_at,
+        })
+    }
+
+    /// Saves the vectors, then the manifest (each through a temporary file and a rename). A
+    /// crash between the two leaves files that disagree, which `load` detects.
+    pub fn save(&self, root: &Path) -> std::io::Result<()> {
+        let dir = forest_dir(root);
+        code_intel_codebase::derived::ensure_ignored_dir(&dir)?;
+        self.vectors.write(&dir.join(VECTORS)).map_err(std::io::Error::other)?;
+        let mut chunks: Vec<(u64, &StoredChunk)> = self.chunks.iter().map(|(id, c)| (*id, c)).collect();
+        chunks.sort_unstable_by_key(|(id, _)| *id);
+        let manifest = ManifestRef {
+            model: self.model,
+            dim: self.dim(),
+            next_id: self.next_id,
+            synced_at: self.synced_at,
+            files: &self.files,
+            chunks,
+        };
+        code_intel_codebase::derived::write(&dir.join(MANIFEST), MAGIC, &manifest)
+    }
+}
+
+/// The manifest as written, borrowing the Forest (same layout as [`Manifest`]).
+#[derive(Serialize)]
+struct ManifestRef<'a> {
+    model: [u8; 32],
+    dim: u32,
+    next_id: u64,
+    synced_at: i64,
+    files: &'a BTreeMap<String, FileEntry>,
+    chunks: Vec<(u64, &'a StoredChunk)>,
+}
+
+fn snippet(text: &str) -> String {
+    let mut out: String = text.lines().take(SNIPPET_LINES).collect::<Vec<_>>().join("\n");
+    if out.len() > SNIPPET_CHARS {
+        let mut cut = SNIPPET_CHARS;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push('…');
+    } else if text.lines().count() > SNIPPET_LINES {
+        out.push_str("\n…");
+    }
+    out
+}
+
+/// The key a chunk's vector is cached under.
+pub fn key_of(chunk: &Chunk) -> Key {
+    cache::key_of(&embedding_text(chunk))
+}

@@ -1,0 +1,24 @@
+//! Semantic search over two layers (the seeds' Forest/Map):
+//!
+//! - [`chunk`]: the Forest's AST chunks; [`embed`]: vectors from a local model through fastembed;
+//!   [`cache`]: vectors by blake3 of the embedded text; [`vectors`]: faiss `IDMap,Flat`;
+//!   [`lexical`]: BM25; [`forest`]: chunks + vectors + BM25, persisted; [`sync`]: incremental sync.
+//! - [`map`]: learned success patterns in `refs/code-intel/map`; [`learning`]: what a successful
+//!   session teaches it.
+//! - [`service`]: one repository's semantic state (lazy model, background sync, Map index).
+//! - [`share`]: the embedding cache shared through `refs/code-intel/forest`.
+
+// What this crate exports is its contract with the layers above: nothing public by accident.
+#![warn(unreachable_pub)]
+
+pub mod cache;
+pub mod chunk;
+pub mod embed;
+pub mod forest;
+pub mod learning;
+pub mod lexical;
+pub mod map;
+pub mod service;
+pub mod share;
+pub mod sync;
+pub mod vectors;

@@ -1,0 +1,400 @@
+//! Semantic search for one repository: the model (loaded on first use), the Forest, the
+//! embedding cache, the Map's vector index, and the background sync.
+//!
+//! Freshness: a search starts a background sync when the Forest was never synced, when the
+//! symbol index saw files change since the last sync, or when the last sync is older than
+//! `sync_ttl_hours`. It waits for that sync up to [`sync_wait`]; a sync still running after
+//! that gives partial results, marked as such.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+use super::cache::EmbeddingCache;
+use super::embed::{EmbedError, Embedder};
+use super::forest::{Forest, ForestHit, forest_dir};
+use super::map::{MapEntry, MapStore};
+use super::sync::{self, Progress, SyncContext, SyncError, SyncReport};
+use super::vectors::VectorIndex;
+use code_intel_codebase::config::Config;
+use code_intel_codebase::repo::Repo;
+
+/// How long a search waits for a running sync before answering with partial results
+/// (`CODE_INTEL_SYNC_WAIT_MS` overrides it).
+pub fn sync_wait() -> Duration {
+    std::env::var("CODE_INTEL_SYNC_WAIT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(2), Duration::from_millis)
+}
+
+/// The model, ready: the embedder and what its vectors are stored with.
+pub struct Loaded {
+    pub embedder: Embedder,
+    /// The model directory's name (`all-minilm-l6-v2-int8`), as reports show it.
+    pub model: String,
+    /// The model's: what cached vectors are keyed with.
+    pub fingerprint: [u8; 32],
+    /// The model's and the chunking's (`chunk_strategy`, `chunk_max_tokens`): a Forest made
+    /// with another is rebuilt (from the cache, so nothing unchanged is embedded again).
+    pub forest_fingerprint: [u8; 32],
+    pub forest: RwLock<Forest>,
+    pub cache: Mutex<EmbeddingCache>,
+}
+
+#[derive(Default)]
+struct MapIndex {
+    tip: Option<gix::ObjectId>,
+    entries: Vec<MapEntry>,
+    vectors: Option<VectorIndex>,
+}
+
+/// A Map entry and how close its query is to the search query (cosine similarity).
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct MapHit {
+    #[serde(flatten)]
+    pub entry: MapEntry,
+    pub score: f32,
+}
+
+pub struct Semantic {
+    root: PathBuf,
+    model_dir: Result<PathBuf, EmbedError>,
+    loaded: OnceLock<Result<Arc<Loaded>, EmbedError>>,
+    /// Held for the whole of a sync: one sync at a time.
+    sync_lock: Arc<Mutex<()>>,
+    pub progress: Arc<Progress>,
+    /// The symbol-index generation the last sync saw.
+    synced_generation: AtomicU64,
+    map: Mutex<MapIndex>,
+    /// The Map's ref store, opened on first use (not on every search).
+    map_store: OnceLock<Result<MapStore, String>>,
+    last_sync: Mutex<Option<Result<SyncReport, String>>>,
+    /// How files are cut into chunks, as the Forest's fingerprint records it.
+    chunking: String,
+    /// Vectors of texts embedded outside the Forest (documents' sections), by blake3 of the
+    /// text, for this process's lifetime.
+    text_vectors: Mutex<std::collections::HashMap<super::cache::Key, Vec<f32>>>,
+}
+
+/// Resolves `embedding_model`: `CODE_INTEL_MODEL_DIR` wins; a path to a directory (absolute or
+/// relative to the repository) is used as it is; a name is looked up in the model cache that
+/// `scripts/model.sh` fills ([`super::embed::named_model_dir`]).
+pub fn resolve_model_dir(root: &Path, name: &str) -> Result<PathBuf, EmbedError> {
+    if let Some(dir) = std::env::var_os("CODE_INTEL_MODEL_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let as_path = root.join(name);
+    if !name.is_empty() && as_path.is_dir() {
+        return Ok(as_path);
+    }
+    super::embed::named_model_dir(name).ok_or_else(|| EmbedError::ModelMissing(format!("{name} (HOME is not set)")))
+}
+
+impl Semantic {
+    pub fn new(root: &Path, config: &Config) -> Semantic {
+        Semantic {
+            root: root.to_path_buf(),
+            model_dir: resolve_model_dir(root, &config.embedding_model),
+            chunking: format!(
+                "{:?}:{}",
+                config.chunking().unwrap_or(code_intel_codebase::config::ChunkStrategy::Ast),
+                config.chunk_max_tokens.max(32)
+            ),
+            loaded: OnceLock::new(),
+            sync_lock: Arc::new(Mutex::new(())),
+            progress: Arc::new(Progress::default()),
+            synced_generation: AtomicU64::new(u64::MAX),
+            map: Mutex::new(MapIndex::default()),
+            map_store: OnceLock::new(),
+            text_vectors: Mutex::new(std::collections::HashMap::new()),
+            last_sync: Mutex::new(None),
+        }
+    }
+
+    /// Whether semantic search can run here: the runtime and the model files are present.
+    /// (Cheap: it looks at files, it does not load the model.)
+    pub fn available(&self) -> bool {
+        if let Some(Ok(_)) = self.loaded.get() {
+            return true;
+        }
+        let runtime = std::env::var_os("ORT_DYLIB_PATH").is_some_and(|p| Path::new(&p).is_file());
+        runtime && self.model_dir.as_ref().is_ok_and(|d| d.join("model.onnx").is_file())
+    }
+
+    /// The model and the Forest, loading them on first use.
+    pub fn loaded(&self) -> Result<Arc<Loaded>, EmbedError> {
+        self.loaded.get_or_init(|| self.load().map(Arc::new)).clone()
+    }
+
+    fn load(&self) -> Result<Loaded, EmbedError> {
+        let dir = self.model_dir.clone()?;
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let embedder = Embedder::load(&dir, threads)?;
+        let fingerprint = model_fingerprint(&dir);
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&fingerprint).update(self.chunking.as_bytes());
+        let forest_fingerprint = *hasher.finalize().as_bytes();
+        let dim = embedder.dimension as u32;
+        let vector_error = |e: super::vectors::VectorError| EmbedError::Failed(e.to_string());
+        let forest = match Forest::load(&self.root, forest_fingerprint, dim) {
+            Some(f) => f,
+            None => Forest::new(forest_fingerprint, dim).map_err(vector_error)?,
+        };
+        let cache = EmbeddingCache::open(&forest_dir(&self.root).join("embeddings.bin"), fingerprint, dim as usize);
+        let model = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let loaded = Loaded {
+            embedder,
+            model,
+            fingerprint,
+            forest_fingerprint,
+            forest: RwLock::new(forest),
+            cache: Mutex::new(cache),
+        };
+        // A shared Forest that arrived with a plain `git fetch` fills the cache once.
+        super::share::import_if_new(&self.root, &loaded);
+        Ok(loaded)
+    }
+
+    pub fn is_syncing(&self) -> bool {
+        self.progress.running.load(Ordering::Relaxed)
+    }
+
+    /// Syncs now, in the calling thread (waiting for a sync already running to finish first).
+    /// `rebuild` discards the Forest (not the embedding cache) first.
+    pub fn sync_now(
+        &self,
+        repo: &Repo,
+        config: &Config,
+        rebuild: bool,
+        generation: u64,
+        on_slice: &dyn Fn(usize, usize),
+    ) -> Result<SyncReport, SyncError> {
+        let loaded = self.loaded()?;
+        let _guard = self.sync_lock.lock().unwrap_or_else(|p| p.into_inner());
+        run_sync(&loaded, &self.progress, repo, config, rebuild, on_slice).inspect(|_| {
+            self.synced_generation.store(generation, Ordering::Relaxed);
+        })
+    }
+
+    /// Whether the Forest should be synced before a search: never synced, the symbol index saw
+    /// changes since, or older than the TTL.
+    pub fn needs_sync(&self, config: &Config, generation: u64) -> bool {
+        let Ok(loaded) = self.loaded() else { return false };
+        let synced_at = loaded.forest.read().unwrap_or_else(|p| p.into_inner()).synced_at;
+        if synced_at == 0 || self.synced_generation.load(Ordering::Relaxed) != generation {
+            return true;
+        }
+        let age_hours = (chrono::Utc::now().timestamp() - synced_at) as f64 / 3600.0;
+        age_hours >= config.sync_ttl_hours
+    }
+
+    /// Starts a sync on a background thread unless one is running; returns its handle.
+    pub fn start_sync(
+        self: &Arc<Self>,
+        repo: Repo,
+        config: Config,
+        generation: u64,
+    ) -> Option<std::thread::JoinHandle<()>> {
+        let loaded = self.loaded().ok()?;
+        let lock = Arc::clone(&self.sync_lock);
+        // Claim the sync before spawning, so two searches do not start two.
+        if self.progress.running.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let this = Arc::clone(self);
+        let spawned = std::thread::Builder::new().name("forest-sync".into()).spawn(move || {
+            let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let result = run_sync(&loaded, &this.progress, &repo, &config, false, &|_, _| {});
+            match &result {
+                Ok(r) => {
+                    this.synced_generation.store(generation, Ordering::Relaxed);
+                    tracing::info!(
+                        "forest sync: {} files changed, {} embedded in {} ms",
+                        r.files_changed,
+                        r.embedded,
+                        r.elapsed_ms
+                    );
+                }
+                Err(e) => tracing::warn!("forest sync failed: {e}"),
+            }
+            *this.last_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(result.map_err(|e| e.to_string()));
+        });
+        match spawned {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::warn!("cannot start the forest sync: {e}");
+                self.progress.running.store(false, Ordering::SeqCst);
+                None
+            }
+        }
+    }
+
+    /// Asks a running sync to stop at its next slice (what it did is saved), and waits up to
+    /// `wait` for it; true when none is running any more.
+    pub fn stop_sync(&self, wait: Duration) -> bool {
+        self.progress.stop.store(true, Ordering::SeqCst);
+        self.wait_for_sync(wait)
+    }
+
+    /// Waits up to `wait` for a running sync to finish; true when none is running any more.
+    pub fn wait_for_sync(&self, wait: Duration) -> bool {
+        let deadline = std::time::Instant::now() + wait;
+        while self.is_syncing() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    /// The last background sync's error, if it failed.
+    pub fn last_sync_error(&self) -> Option<String> {
+        match &*self.last_sync.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(Err(e)) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
+    /// Hybrid Forest search.
+    pub fn search_forest(&self, query_vector: &[f32], query: &str, n: usize) -> Result<Vec<ForestHit>, String> {
+        let loaded = self.loaded().map_err(|e| e.to_string())?;
+        let forest = loaded.forest.read().unwrap_or_else(|p| p.into_inner());
+        forest.search(query_vector, query, n).map_err(|e| e.to_string())
+    }
+
+    /// The Map entries closest to `query_vector`, best first. The Map's vectors are rebuilt
+    /// (from the embedding cache where possible) whenever `refs/code-intel/map` moved.
+    pub fn search_map(&self, query_vector: &[f32], n: usize) -> Result<Vec<MapHit>, String> {
+        let loaded = self.loaded().map_err(|e| e.to_string())?;
+        let store = self
+            .map_store
+            .get_or_init(|| MapStore::open(&self.root).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        if let Err(e) = store.reconcile() {
+            tracing::warn!("the Map: could not merge back entries a fetch replaced: {e}");
+        }
+        let tip = store.tip().map_err(|e| e.to_string())?;
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.tip != tip || (tip.is_some() && map.vectors.is_none()) {
+            let (tip, entries) = store.entries().map_err(|e| e.to_string())?;
+            let vectors = map_vectors(&loaded, &entries).map_err(|e| e.to_string())?;
+            *map = MapIndex { tip, entries, vectors: Some(vectors) };
+        }
+        let Some(vectors) = map.vectors.as_ref() else { return Ok(Vec::new()) };
+        let hits = vectors.search(query_vector, n).map_err(|e| e.to_string())?;
+        Ok(hits
+            .into_iter()
+            .filter_map(|(i, score)| map.entries.get(i as usize).map(|e| MapHit { entry: e.clone(), score }))
+            .collect())
+    }
+
+    /// Vectors for `texts`, in order: those seen before from memory, the rest embedded now (as
+    /// batch work, which lets a waiting query go first). Loads the model on first use.
+    pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let loaded = self.loaded()?;
+        let keys: Vec<super::cache::Key> = texts.iter().map(|t| super::cache::key_of(t)).collect();
+        let missing: Vec<usize> = {
+            let known = self.text_vectors.lock().unwrap_or_else(|p| p.into_inner());
+            (0..texts.len()).filter(|&i| !known.contains_key(&keys[i])).collect()
+        };
+        if !missing.is_empty() {
+            let batch: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
+            let vectors = loaded.embedder.embed(&batch)?;
+            let mut known = self.text_vectors.lock().unwrap_or_else(|p| p.into_inner());
+            for (&i, v) in missing.iter().zip(vectors) {
+                known.insert(keys[i], v);
+            }
+        }
+        let known = self.text_vectors.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(keys.iter().map(|k| known.get(k).cloned().unwrap_or_default()).collect())
+    }
+
+    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let loaded = self.loaded()?;
+        loaded.embedder.embed_now(&[text])?.into_iter().next().ok_or_else(|| EmbedError::Failed("no vector".into()))
+    }
+}
+
+fn run_sync(
+    loaded: &Loaded,
+    progress: &Progress,
+    repo: &Repo,
+    config: &Config,
+    rebuild: bool,
+    on_slice: &dyn Fn(usize, usize),
+) -> Result<SyncReport, SyncError> {
+    progress.running.store(true, Ordering::SeqCst);
+    progress.embedding.store(false, Ordering::Relaxed);
+    progress.done.store(0, Ordering::Relaxed);
+    progress.total.store(0, Ordering::Relaxed);
+    let result = (|| {
+        if rebuild {
+            let fresh = Forest::new(loaded.forest_fingerprint, loaded.embedder.dimension as u32)?;
+            *loaded.forest.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        }
+        let cx = SyncContext {
+            repo,
+            config,
+            forest: &loaded.forest,
+            embedder: &loaded.embedder,
+            cache: &loaded.cache,
+            progress,
+        };
+        let mut report = sync::sync(&cx, on_slice)?;
+        report.rebuilt = rebuild;
+        report.model.clone_from(&loaded.model);
+        Ok(report)
+    })();
+    progress.running.store(false, Ordering::SeqCst);
+    result
+}
+
+/// The Map entries' vectors (by position): each entry is found by its query.
+fn map_vectors(loaded: &Loaded, entries: &[MapEntry]) -> Result<VectorIndex, SyncError> {
+    let dim = loaded.embedder.dimension;
+    let mut index = VectorIndex::new(dim as u32)?;
+    let mut cache = loaded.cache.lock().unwrap_or_else(|p| p.into_inner());
+    let keys: Vec<_> = entries.iter().map(|e| super::cache::key_of(&e.query)).collect();
+    let missing: Vec<usize> = (0..entries.len()).filter(|&i| cache.get(&keys[i]).is_none()).collect();
+    if !missing.is_empty() {
+        let texts: Vec<&str> = missing.iter().map(|&i| entries[i].query.as_str()).collect();
+        let vectors = loaded.embedder.embed_now(&texts)?;
+        for (&i, v) in missing.iter().zip(&vectors) {
+            cache.insert(keys[i], v);
+        }
+        if let Err(e) = cache.save() {
+            tracing::warn!("could not save the embedding cache: {e}");
+        }
+    }
+    let mut flat = Vec::with_capacity(entries.len() * dim);
+    for key in &keys {
+        flat.extend_from_slice(cache.get(key).unwrap_or(&vec![0.0; dim]));
+    }
+    let ids: Vec<u64> = (0..entries.len() as u64).collect();
+    index.add(&ids, &flat)?;
+    Ok(index)
+}
+
+/// Identifies a model by its files' sizes and the head of its weights (cheap, and changes
+/// when the model does).
+fn model_fingerprint(dir: &Path) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new();
+    for name in ["model.onnx", "tokenizer.json", "config.json"] {
+        let path = dir.join(name);
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+        hasher.update(name.as_bytes());
+        hasher.update(&size.to_le_bytes());
+    }
+    if let Ok(mut f) = std::fs::File::open(dir.join("model.onnx")) {
+        use std::io::Read;
+        let mut head = vec![0u8; 1 << 20];
+        if let Ok(n) = f.read(&mut head) {
+            hasher.update(&head[..n]);
+        }
+    }
+    *hasher.finalize().as_bytes()
+}

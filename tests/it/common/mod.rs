@@ -1,0 +1,74 @@
+//! Shared test helpers: fixture repositories copied into temporary directories.
+#![allow(dead_code)]
+
+#[path = "../../../crates/workflow/tests/harness/mod.rs"]
+pub mod engine_harness;
+pub mod mcp_client;
+pub mod schema_gen;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Copies `tests/fixtures/<name>` into a fresh temporary directory and makes it a git repository.
+pub fn fixture_repo(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&fixtures().join(name), dir.path());
+    let ok =
+        Command::new("git").args(["init", "-q"]).current_dir(dir.path()).status().map(|s| s.success()).unwrap_or(false);
+    assert!(ok, "git init failed");
+    dir
+}
+
+/// The project fixture with one commit on `main`.
+pub fn committed_project() -> tempfile::TempDir {
+    let dir = fixture_repo("project");
+    git(dir.path(), &["checkout", "-q", "-b", "main"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "initial"]);
+    dir
+}
+
+/// Asserts `git fsck --full --strict` finds nothing wrong.
+pub fn fsck_clean(root: &Path) {
+    let out = Command::new("git").args(["fsck", "--full", "--strict"]).current_dir(root).output().expect("git fsck");
+    assert!(out.status.success(), "git fsck: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The 1-based number of the first line of `file` containing `needle`.
+pub fn line_of(file: &Path, needle: &str) -> u32 {
+    let text = std::fs::read_to_string(file).unwrap();
+    text.lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i as u32 + 1)
+        .unwrap_or_else(|| panic!("{needle} not in {}", file.display()))
+}
+
+/// Runs git in `root` (with a fixed identity), asserts it succeeded, and returns its trimmed
+/// stdout.
+pub fn git(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(root)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}

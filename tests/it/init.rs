@@ -1,0 +1,322 @@
+//! `git code-intel init`: what it writes, what it merges, and that it is idempotent and never
+//! overwrites the user's edits without --force.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_git-code-intel");
+
+fn init(root: &Path, args: &[&str]) -> Vec<Value> {
+    let out = Command::new(BIN).args(["--json", "init"]).args(args).current_dir(root).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn action<'a>(report: &'a [Value], path: &str) -> &'a str {
+    report.iter().find(|r| r["path"] == path).and_then(|r| r["action"].as_str()).unwrap_or("missing")
+}
+
+/// Every file under the repository (outside .git) with its content.
+fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.file_name().is_some_and(|n| n == ".git") {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn writes_everything_and_merges_what_the_user_has() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::write(root.join(".mcp.json"), r#"{"mcpServers": {"other": {"command": "other-server"}}}"#).unwrap();
+    std::fs::create_dir_all(root.join(".claude")).unwrap();
+    std::fs::write(
+        root.join(".claude/settings.json"),
+        r#"{"permissions": {"allow": ["Bash(ls:*)"]}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-check"}]}]}}"#,
+    )
+    .unwrap();
+    std::fs::write(root.join("AGENTS.md"), "# Agents\n\nBe nice.\n").unwrap();
+    let before_gitignore = std::fs::read_to_string(root.join(".gitignore")).unwrap();
+
+    let report = init(root, &[]);
+    for path in [
+        ".code-intel/config.json",
+        ".code-intel/context.yml",
+        ".code-intel/phase_contract.yml",
+        ".code-intel/task_planning.md",
+        ".code-intel/user_escalation.md",
+        ".code-intel/verifiers/tests.md",
+        ".code-intel/interventions/step_back.md",
+        ".code-intel/review_prompts/garbage_detection.md",
+        ".code-intel/review_prompts/quality_review.md",
+        ".code-intel/doc_research/default.md",
+        ".claude/commands/code.md",
+        ".claude/commands/outcome.md",
+        ".agents/skills/code/SKILL.md",
+        ".agents/skills/outcome/SKILL.md",
+    ] {
+        assert_eq!(action(&report, path), "created", "{path}");
+        assert!(root.join(path).is_file(), "{path}");
+    }
+    let mcp: Value = serde_json::from_str(&std::fs::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(mcp["mcpServers"]["other"]["command"], "other-server");
+    assert_eq!(mcp["mcpServers"]["code-intel"], json!({"command": "git-code-intel", "args": ["serve"]}));
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".claude/settings.json")).unwrap()).unwrap();
+    assert_eq!(settings["permissions"]["allow"][0], "Bash(ls:*)");
+    let pre = settings["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 2, "the user's hook stays");
+    assert!(pre.iter().any(|g| g["hooks"][0]["command"] == "git-code-intel hook claude-pre-tool-use"));
+    assert_eq!(settings["hooks"]["SessionStart"][0]["hooks"][0]["command"], "git-code-intel hook claude-session-start");
+    let agents = std::fs::read_to_string(root.join("AGENTS.md")).unwrap();
+    assert!(agents.starts_with("# Agents\n\nBe nice.\n") && agents.contains("## git-code-intel"), "{agents}");
+    let codex = std::fs::read_to_string(root.join(".codex/config.toml")).unwrap();
+    assert!(codex.contains("[mcp_servers.code-intel]") && codex.contains("command = \"git-code-intel\""));
+    let gitignore = std::fs::read_to_string(root.join(".gitignore")).unwrap();
+    assert!(gitignore.starts_with(&before_gitignore) && gitignore.contains(".code-intel/index/"));
+    let skill = std::fs::read_to_string(root.join(".claude/commands/code.md")).unwrap();
+    for must in [
+        "CRITICAL RULES",
+        "submit_phase",
+        "get_session_status",
+        "--quick",
+        "INVESTIGATE",
+        "compaction_count",
+        "Recovery",
+    ] {
+        assert!(skill.contains(must), "code.md lacks {must}");
+    }
+    // The contract init wrote is the one the server loads, without warnings.
+    let out =
+        Command::new(BIN).args(["--json", "find-definitions", "--symbol", "login"]).current_dir(root).output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("phase_contract"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn running_twice_changes_nothing() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    init(root, &[]);
+    let first = snapshot(root);
+    let report = init(root, &[]);
+    assert!(report.iter().all(|r| r["action"] == "unchanged"), "{report:?}");
+    assert_eq!(snapshot(root), first);
+}
+
+#[test]
+fn edited_files_are_kept_unless_forced() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    init(root, &[]);
+    let planning = root.join(".code-intel/task_planning.md");
+    std::fs::write(&planning, "# Our own planning rules\n").unwrap();
+    std::fs::write(root.join(".claude/commands/code.md"), "custom skill\n").unwrap();
+    let report = init(root, &[]);
+    assert_eq!(action(&report, ".code-intel/task_planning.md"), "kept_edited");
+    assert_eq!(std::fs::read_to_string(&planning).unwrap(), "# Our own planning rules\n");
+    // Still kept on a third run: an edit is never taken over silently.
+    let report = init(root, &[]);
+    assert_eq!(action(&report, ".claude/commands/code.md"), "kept_edited");
+    let report = init(root, &["--force"]);
+    assert_eq!(action(&report, ".code-intel/task_planning.md"), "updated");
+    assert!(std::fs::read_to_string(&planning).unwrap().starts_with("# Task planning"));
+}
+
+#[test]
+fn a_file_init_did_not_write_is_not_replaced() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    std::fs::write(root.join(".code-intel/context.yml"), "project_rules:\n  source: RULES.md\n").unwrap();
+    let report = init(root, &[]);
+    assert_eq!(action(&report, ".code-intel/context.yml"), "kept_edited");
+    assert!(std::fs::read_to_string(root.join(".code-intel/context.yml")).unwrap().contains("RULES.md"));
+}
+
+#[test]
+fn broken_json_is_reported_not_overwritten() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::write(root.join(".mcp.json"), "{ not json").unwrap();
+    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(".mcp.json is not valid JSON"));
+    assert_eq!(std::fs::read_to_string(root.join(".mcp.json")).unwrap(), "{ not json");
+}
+
+#[test]
+fn share_makes_the_code_intel_refs_travel() {
+    let remote = tempfile::tempdir().unwrap();
+    crate::common::git(remote.path(), &["init", "-q", "--bare"]);
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    crate::common::git(root, &["checkout", "-q", "-b", "main"]);
+    crate::common::git(root, &["add", "-A"]);
+    crate::common::git(root, &["commit", "-q", "-m", "initial"]);
+    crate::common::git(root, &["remote", "add", "origin", remote.path().to_str().unwrap()]);
+    let report = init(root, &["--share"]);
+    assert_eq!(action(&report, ".git/config"), "merged");
+    let fetch = crate::common::git(root, &["config", "--get-all", "remote.origin.fetch"]);
+    assert!(
+        fetch.contains("+refs/heads/*:refs/remotes/origin/*") && fetch.contains("+refs/code-intel/*:refs/code-intel/*"),
+        "{fetch}"
+    );
+    assert!(fetch.contains("+refs/notes/code-intel*:refs/notes/code-intel*"));
+    assert_eq!(action(&init(root, &["--share"]), ".git/config"), "unchanged", "idempotent");
+    // A plain push carries the branch and the code-intel refs; a clone fetches them back.
+    let head = crate::common::git(root, &["rev-parse", "HEAD"]);
+    crate::common::git(root, &["update-ref", "refs/code-intel/history", &head]);
+    crate::common::git(root, &["push", "-q", "origin"]);
+    assert_eq!(crate::common::git(remote.path(), &["rev-parse", "refs/heads/main"]), head);
+    assert_eq!(crate::common::git(remote.path(), &["rev-parse", "refs/code-intel/history"]), head);
+    let clone = tempfile::tempdir().unwrap();
+    crate::common::git(clone.path(), &["clone", "-q", remote.path().to_str().unwrap(), "."]);
+    crate::common::git(clone.path(), &["fetch", "-q", "origin", "+refs/code-intel/*:refs/code-intel/*"]);
+    assert_eq!(crate::common::git(clone.path(), &["rev-parse", "refs/code-intel/history"]), head);
+}
+
+#[test]
+fn share_without_a_remote_says_so() {
+    let repo = crate::common::fixture_repo("project");
+    let out = Command::new(BIN).args(["init", "--share"]).current_dir(repo.path()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--share needs a remote"));
+}
+
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    use std::io::Read;
+    let repo = crate::common::fixture_repo("project");
+    // More output than a pipe buffers, so the writer is still writing when the reader leaves.
+    let lines: String = (0..5000).map(|i| format!("let e{i} = {i};\n")).collect();
+    std::fs::write(repo.path().join("many.rs"), lines).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["search-text", "--pattern", "e", "--max-results", "100000"])
+        .current_dir(repo.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one byte, then hang up, like `| head -c1`.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut byte = [0u8; 1];
+    let _ = stdout.read(&mut byte);
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// A project whose `.code-intel/phase_contract.yml` is the whole contract an earlier version
+/// copied in (with its "complete_task" instruction): the server ignores that copy instead of
+/// serving the old wording, `init` replaces it with the overrides file, and `contract` prints
+/// the contract in effect, lint-clean.
+#[test]
+fn an_old_full_copy_of_the_contract_is_ignored_and_replaced() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    let old = std::fs::read(crate::common::fixtures().join("contracts/shipped-before-typed-payloads.yml")).unwrap();
+    std::fs::write(root.join(".code-intel/phase_contract.yml"), old).unwrap();
+    let out = Command::new(BIN).args(["contract"]).current_dir(root).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("unedited copy"), "{stderr}");
+    assert!(!stdout.contains("complete_task("), "the old wording is not served");
+    assert!(stdout.contains("Submit via submit_phase with task_id"), "{stdout}");
+    let report = init(root, &["--force"]);
+    assert_eq!(action(&report, ".code-intel/phase_contract.yml"), "updated");
+    let file = std::fs::read_to_string(root.join(".code-intel/phase_contract.yml")).unwrap();
+    assert!(file.lines().all(|l| l.trim().is_empty() || l.starts_with('#')), "only comments: {file}");
+}
+
+/// An override that names a tool the server does not serve is reported by `contract`.
+#[test]
+fn the_contract_command_reports_what_the_lint_finds() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    std::fs::write(
+        root.join(".code-intel/phase_contract.yml"),
+        "phases:\n  MERGE:\n    instruction: \"Call finish_merge() when done.\"\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN).args(["contract"]).current_dir(root).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("phases.MERGE.instruction") && stderr.contains("finish_merge"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Call finish_merge() when done."));
+}
+
+/// The lines of a procedure that carry its flags (`| --flag |` table rows) and its steps
+/// (numbered and table rows of the flow), with the client's invocation sigil made neutral.
+fn flags_and_steps(text: &str, sigil: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| {
+            l.starts_with("| `-")
+                || l.starts_with("| ") && l.chars().nth(2).is_some_and(|c| c.is_ascii_digit())
+                || l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+        })
+        .map(|l| {
+            l.replace("`$ARGUMENTS`", "<arguments>")
+                .replace(&format!("{sigil}code"), "<code>")
+                .replace(&format!("{sigil}outcome"), "<outcome>")
+                .replace("the user's message after `<code>`", "<arguments>")
+                .replace("the user's message after `<outcome>`", "<arguments>")
+        })
+        .collect()
+}
+
+#[test]
+fn codex_and_claude_code_get_the_same_procedures() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("$code (.agents/skills/code/SKILL.md)")
+            && said.contains("/outcome (.claude/commands/outcome.md)"),
+        "init says where: {said}"
+    );
+    for name in ["code", "outcome"] {
+        let claude = std::fs::read_to_string(root.join(format!(".claude/commands/{name}.md"))).unwrap();
+        let codex = std::fs::read_to_string(root.join(format!(".agents/skills/{name}/SKILL.md"))).unwrap();
+        // Each in its client's format: Claude Code's command frontmatter, Codex's skill
+        // frontmatter (name and description are what Codex requires).
+        assert!(claude.starts_with("---\ndescription: ") && claude.contains("argument-hint: "), "{claude}");
+        assert!(codex.starts_with(&format!("---\nname: {name}\ndescription: ")), "{codex}");
+        assert!(claude.contains("$ARGUMENTS") && !codex.contains("$ARGUMENTS"), "arguments arrive differently");
+        let (a, b) = (flags_and_steps(&claude, "/"), flags_and_steps(&codex, "$"));
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "{name}: the same flags and steps");
+        // Nothing of one client leaks into the other.
+        assert!(!codex.contains(&format!("/{name} ")) && !claude.contains(&format!("${name} ")), "{name}");
+    }
+    let code = std::fs::read_to_string(root.join(".agents/skills/code/SKILL.md")).unwrap();
+    for must in ["--quick", "--no-doc-research", "--resume", "INVESTIGATE", "Recovery", "update_context", "$outcome"] {
+        assert!(code.contains(must), "the Codex procedure lacks {must}");
+    }
+    let outcome = std::fs::read_to_string(root.join(".claude/commands/outcome.md")).unwrap();
+    assert!(outcome.contains("record_outcome") && outcome.contains("success"), "{outcome}");
+}

@@ -1,0 +1,24 @@
+//! The integration tests, as one binary: each module drives the real `git-code-intel` binary
+//! (over MCP stdio, or as the CLI and the git hooks) or the library, against real git
+//! repositories in temporary directories. Shared helpers are in [`common`].
+
+mod common;
+mod context;
+mod contract_lint;
+mod contract_messages;
+mod crash;
+mod embeddings;
+mod hardening;
+mod init;
+mod languages;
+mod manual;
+mod mcp_branches;
+mod mcp_e2e;
+mod mcp_workflow;
+mod payload_schema;
+mod precommit;
+mod retrieval_quality;
+mod schema_agent;
+mod semantic;
+mod tool_fuzz;
+mod transcript;

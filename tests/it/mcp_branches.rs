@@ -1,0 +1,379 @@
+//! Task branches through the real server: the default flow through PRE_COMMIT and MERGE, with
+//! the result checked by the git CLI (status, log, notes, fsck).
+
+use crate::common::git;
+
+use std::path::Path;
+
+use crate::common::mcp_client::{Client, call, connect, structured};
+use serde_json::{Value, json};
+
+fn repo(branch: &str) -> tempfile::TempDir {
+    let dir = crate::common::fixture_repo("project");
+    git(dir.path(), &["checkout", "-q", "-b", branch]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "initial"]);
+    dir
+}
+
+fn fsck(root: &Path) {
+    git(root, &["fsck", "--full", "--strict"]);
+}
+
+async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
+    structured(&r)
+}
+
+async fn submit(client: &Client, data: Value) -> Value {
+    ok(client, "submit_phase", json!({"data": data})).await
+}
+
+/// Commits `content` to `file` on `branch` without touching the index or the work tree (as a
+/// teammate's push would move the base).
+fn commit_on(root: &Path, branch: &str, file: &str, content: &str) {
+    let blob = pipe(root, &["hash-object", "-w", "--stdin"], content);
+    let parent = git(root, &["rev-parse", branch]);
+    let tmp_index = root.join(".git/tmp-index");
+    let env = [("GIT_INDEX_FILE", tmp_index.to_str().unwrap())];
+    run_env(root, &["read-tree", &parent], &env);
+    run_env(root, &["update-index", "--add", "--cacheinfo", &format!("100644,{blob},{file}")], &env);
+    let tree = run_env(root, &["write-tree"], &env);
+    let commit = git(root, &["commit-tree", &tree, "-p", &parent, "-m", &format!("teammate changes {file}")]);
+    git(root, &["update-ref", &format!("refs/heads/{branch}"), &commit]);
+    let _ = std::fs::remove_file(tmp_index);
+}
+
+fn pipe(root: &Path, args: &[&str], input: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).trim().to_owned()
+}
+
+fn run_env(root: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// From start to PRE_COMMIT: one task that appends a function to src/auth.py, plus a junk file.
+async fn to_pre_commit(client: &Client, root: &Path) {
+    submit_start(client).await;
+    submit(client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    ok(client, "find_definitions", json!({"symbol": "login"})).await;
+    ok(client, "search_text", json!({"pattern": "Session"})).await;
+    submit(
+        client,
+        json!({"explored_files": ["src/auth.py"], "findings": ["login in src/auth.py"],
+                          "tools_used": ["find_definitions", "search_text"], "summary": "explored"}),
+    )
+    .await;
+    for (field, reason) in [
+        ("needs_more_information", "enough found"),
+        ("has_unverified_hypotheses", "all verified"),
+        ("needs_impact_analysis", "one function only"),
+    ] {
+        submit(client, json!({field: false, "reason": reason, "tools_used": [], "summary": "gate"})).await;
+    }
+    let r = submit(
+        client,
+        json!({"tasks": [{"id": "t1", "description": "add logout", "status": "pending",
+        "checklist": [{"item": "logout in auth.py", "status": "pending"}]}], "tools_used": [], "summary": "plan"}),
+    )
+    .await;
+    assert!(r["task_branch"].as_str().unwrap().starts_with("llm_task_"), "{r}");
+    ok(client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let start = text.lines().count() + 3;
+    text.push_str("\n\ndef logout(session):\n    session.user = None\n    return True\n");
+    std::fs::write(&path, text).unwrap();
+    std::fs::write(root.join("src/debug_dump.txt"), "scratch output\n").unwrap();
+    submit(client, json!({"task_id": "t1", "checklist": [{"item": "logout in auth.py", "status": "done",
+        "evidence": format!("src/auth.py:{start}-{}", start + 2)}], "tools_used": ["check_write_target"], "summary": "logout added"})).await;
+    submit(client, json!({"summary": "all done"})).await;
+    let r = submit(
+        client,
+        json!({"verifier_used": "tests.md", "passed": true, "details": "ok", "tools_used": [], "summary": "verified"}),
+    )
+    .await;
+    assert_eq!(r["phase"], "PRE_COMMIT");
+}
+
+async fn submit_start(client: &Client) {
+    ok(client, "start_session", json!({"intent": "MODIFY", "query": "add logout", "no_doc_research": true})).await;
+}
+
+async fn commit_and_review(client: &Client) {
+    let review = ok(client, "review_changes", json!({})).await;
+    let mine: Vec<&str> = review["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["pre_existing"] == json!(false))
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(mine, vec!["src/auth.py", "src/debug_dump.txt"], "{review}");
+    let auth = review["files"].as_array().unwrap().iter().find(|f| f["file"] == "src/auth.py").unwrap();
+    assert_eq!(
+        (auth["change"].as_str(), auth["additions"].as_u64(), auth["deletions"].as_u64()),
+        (Some("modified"), Some(5), Some(0))
+    );
+    assert!(auth["diff"].as_str().unwrap().contains("+def logout(session):"));
+    let dump = review["files"].as_array().unwrap().iter().find(|f| f["file"] == "src/debug_dump.txt").unwrap();
+    assert_eq!(dump["change"], "added");
+    assert_eq!(review["garbage"], json!([]), "the same checks as the pre-commit hook, and nothing found");
+    submit(
+        client,
+        json!({"review_prompt_used": "garbage_detection.md", "commit_message": "Add logout()",
+        "reviewed_files": [{"file": "src/auth.py", "decision": "keep"},
+                           {"file": "src/debug_dump.txt", "decision": "discard", "reason": "scratch output"}],
+        "tools_used": ["review_changes"], "summary": "reviewed"}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_flow_through_merge_fast_forward() {
+    let repo = repo("main");
+    let root = repo.path();
+    // The user's uncommitted work from before the session: it must survive every step.
+    std::fs::write(root.join("docs/auth.md"), "# Auth\n\nUser's draft, not committed.\n").unwrap();
+    std::fs::write(root.join("scratch.txt"), "user's own notes\n").unwrap();
+    let user_status = "M docs/auth.md\n?? scratch.txt";
+    let client = connect(root).await;
+    to_pre_commit(&client, root).await;
+    let branch = git(root, &["symbolic-ref", "--short", "HEAD"]);
+    assert!(branch.ends_with("_from_main"), "{branch}");
+    let status =
+        std::process::Command::new(crate::common::mcp_client::BIN).arg("status").current_dir(root).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains(&format!("branch       {branch} (from main)")), "{status}");
+    let cli = std::process::Command::new(crate::common::mcp_client::BIN)
+        .args(["--json", "review-changes"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    let review: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert!(review["files"].as_array().unwrap().iter().any(|f| f["file"] == "src/auth.py"), "{review}");
+    commit_and_review(&client).await;
+    // Committed on the task branch; the discarded new file is gone and never committed.
+    assert_eq!(git(root, &["log", "-1", "--format=%s", &branch]), "Add logout()");
+    assert!(!root.join("src/debug_dump.txt").exists());
+    assert!(!git(root, &["log", "--all", "--format=", "--name-only"]).contains("debug_dump"));
+    assert_eq!(git(root, &["status", "--porcelain"]), user_status, "only the user's own work is uncommitted");
+    assert!(!git(root, &["show", "--stat", "--format=", &branch]).contains("docs/auth.md"));
+    let r = submit(
+        &client,
+        json!({"quality_prompt_used": "quality_review.md", "quality_score": "9/10", "issues": [],
+                                   "tools_used": [], "summary": "fine"}),
+    )
+    .await;
+    assert_eq!(r["phase"], "MERGE");
+    let r = submit(&client, json!({"summary": "merge it"})).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE");
+    assert_eq!(r["message"], format!("Merged {branch} → main. Session complete."));
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(git(root, &["log", "-1", "--format=%s"]), "Add logout()", "fast-forward: no merge commit");
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "", "the task branch is deleted");
+    assert_eq!(git(root, &["status", "--porcelain"]), user_status);
+    assert_eq!(std::fs::read_to_string(root.join("docs/auth.md")).unwrap(), "# Auth\n\nUser's draft, not committed.\n");
+    let note = git(root, &["notes", "--ref=code-intel", "show", "HEAD"]);
+    assert!(note.contains("add logout") && note.contains("step_05_EXPLORATION"), "{note}");
+    fsck(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diverged_base_gets_a_three_way_merge_back_into_feature_x() {
+    let repo = repo("feature/x");
+    let root = repo.path();
+    std::fs::write(root.join("scratch.txt"), "user's own notes\n").unwrap();
+    let client = connect(root).await;
+    to_pre_commit(&client, root).await;
+    commit_and_review(&client).await;
+    submit(&client, json!({"quality_prompt_used": "q.md", "quality_score": "ok", "issues": [], "tools_used": [], "summary": "fine"})).await;
+    commit_on(root, "feature/x", "docs/auth.md", "# Auth\n\nUpdated by a teammate.\n");
+    let r = submit(&client, json!({"summary": "merge it"})).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE", "{r}");
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "feature/x");
+    let parents = git(root, &["log", "-1", "--format=%P"]);
+    assert_eq!(parents.split_whitespace().count(), 2, "a real merge commit");
+    assert!(std::fs::read_to_string(root.join("docs/auth.md")).unwrap().contains("teammate"));
+    assert!(std::fs::read_to_string(root.join("src/auth.py")).unwrap().contains("def logout"));
+    assert_eq!(git(root, &["status", "--porcelain"]), "?? scratch.txt", "only the user's untracked file");
+    // The CLI view of the last review is gone with the session; the notes stay.
+    assert!(git(root, &["notes", "--ref=code-intel", "list"]).lines().count() == 1);
+    assert!(git(root, &["log", "--graph", "--oneline"]).contains("Merge llm_task_"));
+    assert_eq!(git(root, &["branch", "--list", "main"]), "", "nothing merged into a guessed main");
+    fsck(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicted_merge_leaves_everything_untouched() {
+    let repo = repo("main");
+    let root = repo.path();
+    let client = connect(root).await;
+    to_pre_commit(&client, root).await;
+    commit_and_review(&client).await;
+    submit(&client, json!({"quality_prompt_used": "q.md", "quality_score": "ok", "issues": [], "tools_used": [], "summary": "fine"})).await;
+    let mut theirs = git(root, &["show", "main:src/auth.py"]);
+    theirs.push_str("\n\ndef logout(session):\n    raise RuntimeError('no')\n");
+    commit_on(root, "main", "src/auth.py", &theirs);
+    let cli = std::process::Command::new(crate::common::mcp_client::BIN)
+        .arg("review-changes")
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(!cli.status.success(), "review-changes is for PRE_COMMIT only");
+    assert!(String::from_utf8_lossy(&cli.stderr).contains("phase_blocked"));
+    let refs_before = git(root, &["for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/"]);
+    let head_before = git(root, &["symbolic-ref", "HEAD"]);
+    let file_before = std::fs::read_to_string(root.join("src/auth.py")).unwrap();
+    let r = call(&client, "submit_phase", json!({"data": {"summary": "merge it"}})).await;
+    assert_eq!(r.is_error, Some(true));
+    let e = structured(&r);
+    assert_eq!(e["error"], "merge_failed", "{e}");
+    assert!(e["details"].as_str().unwrap().contains("src/auth.py"), "{e}");
+    assert_eq!(git(root, &["for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/"]), refs_before);
+    assert_eq!(git(root, &["symbolic-ref", "HEAD"]), head_before);
+    assert_eq!(std::fs::read_to_string(root.join("src/auth.py")).unwrap(), file_before);
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    assert_eq!(ok(&client, "get_session_status", json!({})).await["phase"], "MERGE", "still in MERGE, can retry");
+    fsck(root);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_changes_is_only_for_pre_commit() {
+    let repo = repo("main");
+    let root = repo.path();
+    let client = connect(root).await;
+    submit_start(&client).await;
+    let r = call(&client, "review_changes", json!({})).await;
+    assert_eq!(r.is_error, Some(true));
+    let e = structured(&r);
+    assert_eq!(e["error"], "phase_blocked");
+    assert_eq!(e["message"], "review_changes only allowed in PRE_COMMIT phase, current: QUERY_FRAME.");
+    client.cancel().await.unwrap();
+}
+
+/// A leftover task branch from an earlier session, one commit ahead of main, with HEAD on it
+/// when `checked_out`.
+fn stale_branch(root: &Path, checked_out: bool) -> String {
+    let name = "llm_task_20260101_000000_deadbeef_from_main".to_owned();
+    git(root, &["checkout", "-q", "-b", &name]);
+    std::fs::write(root.join("src/old_work.py"), "def old_work():\n    return 42\n").unwrap();
+    git(root, &["add", "src/old_work.py"]);
+    git(root, &["commit", "-q", "-m", "old session work"]);
+    if !checked_out {
+        git(root, &["checkout", "-q", "main"]);
+    }
+    name
+}
+
+async fn start_listing(client: &Client) -> Value {
+    let r =
+        ok(client, "start_session", json!({"intent": "MODIFY", "query": "add logout", "no_doc_research": true})).await;
+    assert_eq!(r["phase"], "BRANCH_INTERVENTION");
+    assert_eq!(r["stale_branches"][0]["base"], "main");
+    assert_eq!(r["stale_branches"][0]["ahead"], 1);
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_branch_delete_merge_and_continue() {
+    // delete: gone, HEAD back on its base.
+    let repo = repo("main");
+    let root = repo.path();
+    let name = stale_branch(root, true);
+    let client = connect(root).await;
+    start_listing(&client).await;
+    submit(&client, json!({"choice": "delete", "tools_used": [], "summary": "user chose delete"})).await;
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert!(!root.join("src/old_work.py").exists(), "the work tree follows HEAD back to main");
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    fsck(root);
+    client.cancel().await.unwrap();
+
+    // merge: the current task branch goes into its recorded base.
+    let repo = repo_with_stale(true);
+    let root = repo.path();
+    let client = connect(root).await;
+    start_listing(&client).await;
+    submit(&client, json!({"choice": "merge", "tools_used": [], "summary": "user chose merge"})).await;
+    assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(git(root, &["log", "-1", "--format=%s", "main"]), "old session work");
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
+    assert!(root.join("src/old_work.py").exists());
+    fsck(root);
+    client.cancel().await.unwrap();
+
+    // continue: the session keeps working on the current task branch and merges it in the end.
+    let repo = repo_with_stale(true);
+    let root = repo.path();
+    let client = connect(root).await;
+    start_listing(&client).await;
+    submit(&client, json!({"choice": "continue", "tools_used": [], "summary": "keep the branch"})).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    ok(&client, "find_definitions", json!({"symbol": "login"})).await;
+    ok(&client, "search_text", json!({"pattern": "Session"})).await;
+    submit(&client, json!({"explored_files": ["src/auth.py"], "findings": ["f"], "tools_used": ["find_definitions", "search_text"], "summary": "e"})).await;
+    for field in ["needs_more_information", "has_unverified_hypotheses", "needs_impact_analysis"] {
+        submit(&client, json!({field: false, "reason": "nothing more is needed", "tools_used": [], "summary": "g"}))
+            .await;
+    }
+    let r = submit(
+        &client,
+        json!({"tasks": [{"id": "t", "description": "d", "status": "pending",
+        "checklist": [{"item": "i", "status": "pending"}]}], "tools_used": [], "summary": "plan"}),
+    )
+    .await;
+    assert_eq!(r["task_branch"], name, "no new branch: the current one is adopted");
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]).lines().count(), 1);
+    fsck(root);
+    client.cancel().await.unwrap();
+}
+
+fn repo_with_stale(checked_out: bool) -> tempfile::TempDir {
+    let dir = repo("main");
+    stale_branch(dir.path(), checked_out);
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_keeps_unmerged_work_until_confirmed() {
+    let repo = repo_with_stale(false);
+    let root = repo.path();
+    git(root, &["branch", "llm_task_20260102_000000_cafebabe_from_main", "main"]);
+    let client = connect(root).await;
+    let r = ok(&client, "cleanup_stale_branches", json!({"action": "delete"})).await;
+    assert_eq!(r["deleted"], json!(["llm_task_20260102_000000_cafebabe_from_main"]), "merged (nothing ahead): deleted");
+    assert_eq!(r["kept"][0]["branch"], "llm_task_20260101_000000_deadbeef_from_main");
+    assert!(r["kept"][0]["reason"].as_str().unwrap().contains("confirm: true"));
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]).lines().count(), 1);
+    let r = ok(&client, "cleanup_stale_branches", json!({"action": "delete", "confirm": true})).await;
+    assert_eq!(r["deleted"], json!(["llm_task_20260101_000000_deadbeef_from_main"]));
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
+    let r = call(&client, "cleanup_stale_branches", json!({"action": "rebase"})).await;
+    assert_eq!(r.is_error, Some(true));
+    fsck(root);
+    client.cancel().await.unwrap();
+}
