@@ -328,9 +328,15 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                 }
             };
             let branches = crate::session::Sessions::open(ws).cleanup_stale_branches(ws, "delete", confirm);
-            let branches = match branches {
-                Ok(b) => serde_json::to_value(b).unwrap_or_default(),
-                Err(e) => serde_json::to_value(e).unwrap_or_default(),
+            // The sessions are gone either way; a branch cleanup that failed is reported and
+            // makes the command fail, so a script does not take it for done.
+            let (branches, failed) = match branches {
+                Ok(b) => (serde_json::to_value(b).unwrap_or_default(), false),
+                Err(e) => {
+                    let (code, message) = e.code_and_message();
+                    eprintln!("error: the llm_task_* branches were not cleaned up: {code}: {message}");
+                    (serde_json::json!({"error": code, "message": message}), true)
+                }
             };
             let out = serde_json::json!({
                 "removed_sessions": removed,
@@ -338,6 +344,10 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                 "kept_branches": branches["kept"],
                 "message": format!("Removed {removed} session checkpoint(s); no session is active."),
             });
+            let mut out = out;
+            if failed {
+                out["branch_cleanup_error"] = branches.clone();
+            }
             if json {
                 println!("{out}");
             } else {
@@ -353,7 +363,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                     );
                 }
             }
-            0
+            i32::from(failed)
         }
         Command::Init { force, share } => match crate::init::init(ws.repo.root(), force, share) {
             Ok(report) => {

@@ -303,3 +303,74 @@ fn write_checkpoint(
     let tree = single_file_tree(repo, CHECKPOINT_FILE, blob)?;
     Ok(write_commit(repo, tree, parent, message)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use code_intel_workflow::contract::Contract;
+    use code_intel_workflow::engine::state::{Flags, Intent};
+    use code_intel_workflow::engine::submit::{StartParams, start};
+
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        gix::init(dir.path()).unwrap();
+        dir
+    }
+
+    fn session(id: &str) -> Checkpoint {
+        let params = StartParams {
+            session_id: id.into(),
+            intent: Intent::Investigate,
+            query: "how does login work".into(),
+            flags: Flags::default(),
+            created_at: "2026-11-23T00:00:00Z".into(),
+            stale_branches: false,
+        };
+        start(&Contract::builtin(), params).0
+    }
+
+    fn record(id: &str) -> serde_json::Value {
+        serde_json::json!({"session_id": id})
+    }
+
+    #[test]
+    fn finishing_appends_the_record_and_removes_the_session_together() {
+        let dir = repo();
+        let store = SessionStore::open(dir.path()).unwrap();
+        let cp = session("a");
+        let first = store.create(&cp).unwrap();
+        store.finish(first, &cp, &record("a")).unwrap();
+        assert!(store.active().unwrap().is_none());
+        let history = store.history(10).unwrap();
+        assert_eq!(history, vec![record("a")]);
+    }
+
+    #[test]
+    fn a_finish_that_lost_the_race_leaves_no_record() {
+        let dir = repo();
+        let store = SessionStore::open(dir.path()).unwrap();
+        let cp = session("a");
+        let first = store.create(&cp).unwrap();
+        // Another process advanced the session after this one read it.
+        let second = store.save(first, &cp, "advanced elsewhere").unwrap();
+        assert!(matches!(store.finish(first, &cp, &record("a")), Err(StoreError::Conflict)));
+        assert!(store.history(10).unwrap().is_empty(), "no stray history record");
+        assert_eq!(store.active().unwrap().map(|s| s.commit), Some(second), "the session is untouched");
+        // The process that holds the newest checkpoint finishes it.
+        store.finish(second, &cp, &record("a")).unwrap();
+        assert_eq!(store.history(10).unwrap(), vec![record("a")]);
+    }
+
+    #[test]
+    fn a_history_that_moved_is_appended_to_not_overwritten() {
+        let dir = repo();
+        let store = SessionStore::open(dir.path()).unwrap();
+        let repo = gix::open(dir.path()).unwrap();
+        // Another clone's finished session is appended while this one runs.
+        code_intel_gitstate::log::append_as(&repo, HISTORY_REF, RECORD_FILE, &record("other"), "other").unwrap();
+        let cp = session("a");
+        let first = store.create(&cp).unwrap();
+        store.finish(first, &cp, &record("a")).unwrap();
+        assert_eq!(store.history(10).unwrap(), vec![record("a"), record("other")]);
+    }
+}

@@ -591,3 +591,24 @@ async fn large_files_are_streamed_and_reviewed_without_a_diff() {
     fsck_clean(root);
     client.cancel().await.unwrap();
 }
+
+/// `clean` removes the sessions even when a leftover task branch cannot be deleted, but says so
+/// and exits non-zero, so a script does not take a half-done cleanup for done.
+#[test]
+fn clean_fails_when_a_branch_cannot_be_deleted() {
+    let repo = committed_project();
+    let root = repo.path();
+    let branch = "llm_task_20261122_070000_ab12cd34_from_main";
+    git(root, &["branch", branch]);
+    let lock = root.join(format!(".git/refs/heads/{branch}.lock"));
+    std::fs::write(&lock, "").unwrap();
+    let out = std::process::Command::new(BIN).arg("clean").current_dir(root).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stdout: {}\nstderr: {stderr}", String::from_utf8_lossy(&out.stdout));
+    assert!(stderr.contains("were not cleaned up") && stderr.contains(".lock"), "{stderr}");
+    assert!(git(root, &["branch", "--list", branch]).contains(branch), "the branch is still there");
+    std::fs::remove_file(&lock).unwrap();
+    let out = std::process::Command::new(BIN).arg("clean").current_dir(root).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(git(root, &["branch", "--list", branch]), "", "deleted once the lock is gone");
+}
