@@ -11,6 +11,8 @@ eval "$(bash scripts/model.sh)"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+# The docs are part of the map: a broken intra-doc link (a renamed item, a crate that moved) fails.
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --document-private-items
 # The official MCP Inspector as a second client: tools/list must pass its --strict schema
 # portability check (0 errors, 0 warnings). The binary is the one cargo test built.
 bash scripts/inspector.sh "$CARGO_TARGET_DIR/debug/git-code-intel"

@@ -101,38 +101,16 @@ pub enum Command {
     },
     /// Semantic search: the Map of past successes first, then the Forest of code chunks.
     #[command(name = "semantic-search", visible_alias = "semantic_search")]
-    SemanticSearch {
-        /// What to look for.
-        query: Option<String>,
-        /// auto (default), map or forest.
-        #[arg(long)]
-        collection: Option<String>,
-        #[arg(long)]
-        n_results: Option<usize>,
-        #[arg(long)]
-        target_feature: Option<String>,
-    },
+    SemanticSearch(SemanticSearchParams),
     /// The whole text of a Forest chunk.
     #[command(name = "fetch-chunk-detail", visible_alias = "fetch_chunk_detail")]
-    FetchChunkDetail { chunk_id: Option<String> },
+    FetchChunkDetail(FetchChunkDetailParams),
     /// Record how the active (or last finished) session turned out: success teaches the Map.
-    Outcome {
-        /// success, failure or partial.
-        outcome: Option<String>,
-        #[arg(long)]
-        note: Option<String>,
-    },
+    Outcome(RecordOutcomeParams),
     /// Record a new DO/DON'T summary of the project's rules in .code-intel/context.yml, with
     /// the fingerprints of the files it was made from.
     #[command(name = "update-context", visible_alias = "update_context")]
-    UpdateContext {
-        /// The summary; `-` reads it from stdin.
-        #[arg(long)]
-        summary: String,
-        /// A file the summary was made from (repeatable; default: CLAUDE.md, AGENTS.md as found).
-        #[arg(long = "source")]
-        sources: Vec<String>,
-    },
+    UpdateContext(tools::context::UpdateContextParams),
     /// The Map (refs/code-intel/map): list or remove learned entries.
     #[command(subcommand)]
     Map(MapCommand),
@@ -141,121 +119,44 @@ pub enum Command {
     SearchText(SearchTextArgs),
     /// Find files by glob.
     #[command(name = "search-files", visible_alias = "search_files")]
-    SearchFiles {
-        #[arg(long, allow_hyphen_values = true)]
-        pattern: Option<String>,
-        #[arg(long)]
-        path: Option<String>,
-        #[arg(long)]
-        offset: Option<usize>,
-    },
+    SearchFiles(SearchFilesParams),
     /// Find where a symbol is defined.
     #[command(name = "find-definitions", visible_alias = "find_definitions")]
-    FindDefinitions {
-        #[arg(long, allow_hyphen_values = true)]
-        symbol: Option<String>,
-        #[arg(long)]
-        path: Option<String>,
-        #[arg(long)]
-        language: Option<String>,
-        /// true (default) or false for a case-insensitive substring match.
-        #[arg(long)]
-        exact_match: Option<bool>,
-        #[arg(long)]
-        offset: Option<usize>,
-    },
+    FindDefinitions(FindDefinitionsParams),
     /// Find where a symbol is used.
     #[command(name = "find-references", visible_alias = "find_references")]
-    FindReferences {
-        #[arg(long, allow_hyphen_values = true)]
-        symbol: Option<String>,
-        #[arg(long)]
-        path: Option<String>,
-        #[arg(long)]
-        language: Option<String>,
-        #[arg(long)]
-        offset: Option<usize>,
-    },
+    FindReferences(FindReferencesParams),
     /// List symbols in a file or directory.
     #[command(name = "get-symbols", visible_alias = "get_symbols")]
-    GetSymbols {
-        #[arg(long)]
-        path: Option<String>,
-        #[arg(long)]
-        kind: Option<String>,
-        #[arg(long)]
-        language: Option<String>,
-        #[arg(long)]
-        offset: Option<usize>,
-    },
+    GetSymbols(GetSymbolsParams),
     /// Outline a file, or inline code.
     #[command(name = "analyze-structure", visible_alias = "analyze_structure")]
-    AnalyzeStructure {
-        #[arg(long)]
-        file_path: Option<String>,
-        #[arg(long)]
-        code: Option<String>,
-        #[arg(long)]
-        language: Option<String>,
-        /// Skip this many functions and classes (from a previous next_offset).
-        #[arg(long)]
-        offset: Option<usize>,
-    },
+    AnalyzeStructure(AnalyzeStructureParams),
     /// The function or method enclosing a line.
     #[command(name = "get-function-at-line", visible_alias = "get_function_at_line")]
-    GetFunctionAtLine {
-        #[arg(long)]
-        file_path: Option<String>,
-        #[arg(long, allow_hyphen_values = true)]
-        line_number: Option<i64>,
-    },
+    GetFunctionAtLine(GetFunctionAtLineParams),
     /// What to verify when files change.
     #[command(name = "analyze-impact", visible_alias = "analyze_impact")]
     AnalyzeImpact {
         /// A file about to change (repeat for several).
         #[arg(long = "target-files", alias = "target-file")]
         target_files: Vec<String>,
-        #[arg(long)]
-        change_description: Option<String>,
+        #[command(flatten)]
+        params: AnalyzeImpactParams,
     },
     /// Plan and run the tools for a question.
-    Query {
-        #[arg(long)]
-        question: Option<String>,
-        #[arg(long)]
-        intent: Option<String>,
-        #[arg(long)]
-        path: Option<String>,
-        #[arg(long, allow_hyphen_values = true)]
-        symbol: Option<String>,
-        #[arg(long)]
-        file_path: Option<String>,
-        /// Run only these planned tools (repeatable).
-        #[arg(long = "tool")]
-        tools: Vec<String>,
-    },
+    Query(QueryParams),
 }
 
+/// `search-text`: the MCP parameter `pattern` takes a string or a list, so the CLI declares its
+/// own repeatable flag; every other option is [`SearchTextParams`]' own.
 #[derive(Debug, Args)]
 pub struct SearchTextArgs {
     /// A pattern (repeat for up to 5). A pattern starting with `-` is still a pattern.
     #[arg(long, allow_hyphen_values = true)]
     pub pattern: Vec<String>,
-    #[arg(long)]
-    pub path: Option<String>,
-    #[arg(long)]
-    pub file_type: Option<String>,
-    /// true (default) or false.
-    #[arg(long)]
-    pub case_sensitive: Option<bool>,
-    #[arg(long)]
-    pub fixed_strings: bool,
-    #[arg(long)]
-    pub context_lines: Option<u32>,
-    #[arg(long)]
-    pub max_results: Option<usize>,
-    #[arg(long)]
-    pub offset: Option<usize>,
+    #[command(flatten)]
+    pub params: SearchTextParams,
 }
 
 #[derive(Debug, Subcommand)]
@@ -435,36 +336,21 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         }
         Command::Index { rebuild, symbols_only } => index(ws, rebuild, symbols_only, json),
         Command::Forest(action) => forest(ws, action, json),
-        Command::SemanticSearch { query, collection, n_results, target_feature } => emit(
-            tools::semantic::semantic_search(ws, SemanticSearchParams { query, collection, n_results, target_feature }),
-            json,
-        ),
-        Command::FetchChunkDetail { chunk_id } => {
-            emit(tools::semantic::fetch_chunk_detail(ws, FetchChunkDetailParams { chunk_id }), json)
-        }
-        Command::UpdateContext { summary, sources } => {
-            let summary = if summary == "-" {
+        Command::SemanticSearch(params) => emit(tools::semantic::semantic_search(ws, params), json),
+        Command::FetchChunkDetail(params) => emit(tools::semantic::fetch_chunk_detail(ws, params), json),
+        Command::UpdateContext(mut params) => {
+            if params.summary.as_deref() == Some("-") {
                 let mut text = String::new();
                 if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
                     eprintln!("git-code-intel: cannot read the summary from stdin: {e}");
                     return 2;
                 }
-                text
-            } else {
-                summary
-            };
-            let sources = (!sources.is_empty()).then_some(sources);
-            emit(
-                tools::context::update_context(
-                    ws,
-                    tools::context::UpdateContextParams { summary: Some(summary), sources },
-                ),
-                json,
-            )
+                params.summary = Some(text);
+            }
+            params.sources = params.sources.filter(|s| !s.is_empty());
+            emit(tools::context::update_context(ws, params), json)
         }
-        Command::Outcome { outcome, note } => {
-            emit(tools::semantic::record_outcome(ws, RecordOutcomeParams { outcome, note }), json)
-        }
+        Command::Outcome(params) => emit(tools::semantic::record_outcome(ws, params), json),
         Command::Map(MapCommand::List) => {
             let entries = MapStore::open(ws.repo.root()).and_then(|m| m.entries()).map(|(_, e)| e);
             match entries {
@@ -509,67 +395,25 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                 1
             }
         },
-        Command::SearchText(a) => {
-            let pattern = match a.pattern.len() {
+        Command::SearchText(SearchTextArgs { pattern, mut params }) => {
+            params.pattern = match pattern.len() {
                 0 => None,
-                1 => a.pattern.into_iter().next().map(Patterns::One),
-                _ => Some(Patterns::Many(a.pattern)),
+                1 => pattern.into_iter().next().map(Patterns::One),
+                _ => Some(Patterns::Many(pattern)),
             };
-            emit(
-                tools::search_text::search_text(
-                    ws,
-                    SearchTextParams {
-                        pattern,
-                        path: a.path,
-                        file_type: a.file_type,
-                        case_sensitive: a.case_sensitive,
-                        fixed_strings: Some(a.fixed_strings),
-                        context_lines: a.context_lines,
-                        max_results: a.max_results,
-                        offset: a.offset,
-                    },
-                ),
-                json,
-            )
+            emit(tools::search_text::search_text(ws, params), json)
         }
-        Command::SearchFiles { pattern, path, offset } => {
-            emit(tools::search_files::search_files(ws, SearchFilesParams { pattern, path, offset }), json)
+        Command::SearchFiles(params) => emit(tools::search_files::search_files(ws, params), json),
+        Command::FindDefinitions(params) => emit(tools::definitions::find_definitions(ws, params), json),
+        Command::FindReferences(params) => emit(tools::references::find_references(ws, params), json),
+        Command::GetSymbols(params) => emit(tools::symbols::get_symbols(ws, params), json),
+        Command::AnalyzeStructure(params) => emit(tools::structure::analyze_structure(ws, params), json),
+        Command::GetFunctionAtLine(params) => emit(tools::function_at_line::get_function_at_line(ws, params), json),
+        Command::AnalyzeImpact { target_files, mut params } => {
+            params.target_files = (!target_files.is_empty()).then_some(TargetFiles::Many(target_files));
+            emit(tools::impact::analyze_impact(ws, params), json)
         }
-        Command::FindDefinitions { symbol, path, language, exact_match, offset } => emit(
-            tools::definitions::find_definitions(
-                ws,
-                FindDefinitionsParams { symbol, path, language, exact_match, offset },
-            ),
-            json,
-        ),
-        Command::FindReferences { symbol, path, language, offset } => {
-            emit(tools::references::find_references(ws, FindReferencesParams { symbol, path, language, offset }), json)
-        }
-        Command::GetSymbols { path, kind, language, offset } => {
-            emit(tools::symbols::get_symbols(ws, GetSymbolsParams { path, kind, language, offset }), json)
-        }
-        Command::AnalyzeStructure { file_path, code, language, offset } => emit(
-            tools::structure::analyze_structure(ws, AnalyzeStructureParams { file_path, code, language, offset }),
-            json,
-        ),
-        Command::GetFunctionAtLine { file_path, line_number } => emit(
-            tools::function_at_line::get_function_at_line(ws, GetFunctionAtLineParams { file_path, line_number }),
-            json,
-        ),
-        Command::AnalyzeImpact { target_files, change_description } => emit(
-            tools::impact::analyze_impact(
-                ws,
-                AnalyzeImpactParams {
-                    target_files: (!target_files.is_empty()).then_some(TargetFiles::Many(target_files)),
-                    change_description,
-                },
-            ),
-            json,
-        ),
-        Command::Query { question, intent, path, symbol, file_path, tools: only } => {
-            let only = (!only.is_empty()).then_some(only);
-            emit(tools::query::query(ws, QueryParams { question, intent, path, symbol, file_path, tools: only }), json)
-        }
+        Command::Query(params) => emit(tools::query::query(ws, params), json),
     }
 }
 

@@ -153,8 +153,8 @@ pub fn pre_commit(ws: &Workspace) -> i32 {
     1
 }
 
-/// Findings as lines for people: at most [`FINDINGS_PER_FILE`] per file and
-/// [`FINDINGS_SHOWN`] in all, with how many more there are.
+/// Findings as lines for people: at most `FINDINGS_PER_FILE` per file and
+/// `FINDINGS_SHOWN` in all, with how many more there are.
 pub fn finding_lines(findings: &[code_intel_codebase::garbage::Finding]) -> Vec<String> {
     let mut out = Vec::new();
     let mut per_file: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();

@@ -12,14 +12,16 @@ use code_intel_workflow::contract::catalogue as msg;
 /// What `init` writes when the file does not exist yet.
 const TEMPLATE: &str = include_str!("../../templates/init/context.yml");
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct UpdateContextParams {
     /// The project's rules for changing code, as a short list: `DO:` lines, then `DON'T:`
     /// lines (at most 4000 characters).
+    #[arg(long, required = true)]
     pub summary: Option<String>,
     /// The files the summary was made from, relative to the repository root (default: the
     /// sources project_rules names, else those of CLAUDE.md, .claude/CLAUDE.md and AGENTS.md
     /// that exist).
+    #[arg(long = "source")]
     pub sources: Option<Vec<String>>,
 }
 

@@ -8,18 +8,23 @@ use super::page::{MAX_RESPONSE_BYTES, take_page};
 use super::{Definition, FastPathNote, SkippedFiles, ToolResult, Workspace, given, under};
 use code_intel_codebase::index::refresh::Lookup;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct FindDefinitionsParams {
     /// The symbol name to look for.
+    #[arg(long, allow_hyphen_values = true)]
     pub symbol: Option<String>,
     /// Only definitions in this file or directory (relative to the repository root).
+    #[arg(long)]
     pub path: Option<String>,
     /// Only definitions in this language (rust, python, javascript, typescript, tsx, go, java, c,
     /// cpp, csharp, ruby, php).
+    #[arg(long)]
     pub language: Option<String>,
     /// Match the name exactly (default true); false matches names containing `symbol`, ignoring case.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub exact_match: Option<bool>,
     /// Skip this many definitions (from a previous `next_offset`).
+    #[arg(long)]
     pub offset: Option<usize>,
 }
 

@@ -8,11 +8,13 @@ use super::structure::{Item, item, read_source};
 use super::{ToolResult, Workspace, given};
 use code_intel_codebase::syntax;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct GetFunctionAtLineParams {
     /// The file, relative to the repository root.
+    #[arg(long)]
     pub file_path: Option<String>,
     /// A 1-based line number.
+    #[arg(long, allow_hyphen_values = true)]
     pub line_number: Option<i64>,
 }
 

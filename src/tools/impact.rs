@@ -57,11 +57,13 @@ pub enum TargetFiles {
     Many(Vec<String>),
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct AnalyzeImpactParams {
     /// The files about to change, relative to the repository root.
+    #[arg(skip)]
     pub target_files: Option<TargetFiles>,
     /// What the change is; echoed back to keep the analysis self-describing.
+    #[arg(long)]
     pub change_description: Option<String>,
 }
 

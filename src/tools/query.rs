@@ -9,20 +9,26 @@ use super::page::MAX_RESPONSE_BYTES;
 use super::reveals::Reveals;
 use super::{ToolError, ToolResult, Workspace, given};
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct QueryParams {
     /// The question, in natural language.
+    #[arg(long)]
     pub question: Option<String>,
     /// IMPLEMENT, MODIFY, INVESTIGATE or QUESTION (default QUESTION).
+    #[arg(long)]
     pub intent: Option<String>,
     /// Limit the search to this file or directory.
+    #[arg(long)]
     pub path: Option<String>,
     /// A symbol the question is about.
+    #[arg(long, allow_hyphen_values = true)]
     pub symbol: Option<String>,
     /// A file the question is about.
+    #[arg(long)]
     pub file_path: Option<String>,
     /// Run only these of the planned tools (search_text, search_files, find_definitions,
     /// find_references, analyze_structure, analyze_impact).
+    #[arg(long = "tool")]
     pub tools: Option<Vec<String>>,
 }
 

@@ -11,15 +11,19 @@ use super::{FastPathNote, SkippedFiles, ToolResult, Workspace, given, under};
 use code_intel_codebase::index::refresh::Lookup;
 use code_intel_codebase::index::{NameUse, SymbolIndex};
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct FindReferencesParams {
     /// The symbol name whose uses to find.
+    #[arg(long, allow_hyphen_values = true)]
     pub symbol: Option<String>,
     /// Only references in this file or directory (relative to the repository root).
+    #[arg(long)]
     pub path: Option<String>,
     /// Only references in files of this language.
+    #[arg(long)]
     pub language: Option<String>,
     /// Skip this many references (from a previous `next_offset`).
+    #[arg(long)]
     pub offset: Option<usize>,
 }
 

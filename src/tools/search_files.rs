@@ -10,14 +10,17 @@ use super::{SkippedFiles, ToolResult, Workspace, given};
 use code_intel_codebase::lang::Lang;
 use code_intel_codebase::walk::{self, WalkOptions};
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct SearchFilesParams {
     /// A glob such as `*.rs`, `src/**/*_test.go` or `**/README*`. A glob without `/` also matches
     /// file names at any depth.
+    #[arg(long, allow_hyphen_values = true)]
     pub pattern: Option<String>,
     /// A directory to search in, relative to the repository root (default: everything).
+    #[arg(long)]
     pub path: Option<String>,
     /// Skip this many files (from a previous `next_offset`).
+    #[arg(long)]
     pub offset: Option<usize>,
 }
 

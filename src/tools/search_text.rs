@@ -37,23 +37,31 @@ impl Patterns {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct SearchTextParams {
     /// A regular expression (ripgrep syntax), or a list of at most 5 searched in parallel.
+    #[arg(skip)]
     pub pattern: Option<Patterns>,
     /// A file or directory to search, relative to the repository root (default: everything).
+    #[arg(long)]
     pub path: Option<String>,
     /// A ripgrep file type: rust, py, js, ts, go, java, c, cpp, cs, ruby, php, md, …
+    #[arg(long)]
     pub file_type: Option<String>,
     /// Match case exactly (default true).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub case_sensitive: Option<bool>,
     /// Treat the patterns as literal text, not regular expressions.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub fixed_strings: Option<bool>,
     /// Lines of context to return before and after each match.
+    #[arg(long)]
     pub context_lines: Option<u32>,
     /// The most matches to return in all (default 100).
+    #[arg(long)]
     pub max_results: Option<usize>,
     /// Skip this many matches (from a previous `next_offset`).
+    #[arg(long)]
     pub offset: Option<usize>,
 }
 

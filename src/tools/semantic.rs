@@ -23,15 +23,19 @@ const MAX_RESULTS: usize = 50;
 /// Map hits kept next to Forest hits when the Map did not answer.
 const MAP_HITS_WITH_FOREST: usize = 3;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct SemanticSearchParams {
     /// What to look for, in natural language or as identifiers.
+    #[arg(value_name = "QUERY")]
     pub query: Option<String>,
     /// auto (the Map first, then the Forest), map, or forest. Default auto.
+    #[arg(long)]
     pub collection: Option<String>,
     /// How many hits (1-50, default 10).
+    #[arg(long)]
     pub n_results: Option<usize>,
     /// QUERY_FRAME's target_feature: added to the Forest query.
+    #[arg(long)]
     pub target_feature: Option<String>,
 }
 
@@ -60,9 +64,10 @@ pub struct SemanticSearchOutput {
     pub note: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct FetchChunkDetailParams {
     /// A chunk id from semantic_search (`path#symbol#n`).
+    #[arg(value_name = "CHUNK_ID")]
     pub chunk_id: Option<String>,
 }
 
@@ -76,11 +81,13 @@ pub struct SyncIndexParams {
     pub force: Option<bool>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct RecordOutcomeParams {
     /// success, failure or partial.
+    #[arg(value_name = "OUTCOME")]
     pub outcome: Option<String>,
     /// What happened, in a sentence.
+    #[arg(long)]
     pub note: Option<String>,
 }
 

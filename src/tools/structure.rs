@@ -10,15 +10,19 @@ use code_intel_codebase::lang::Lang;
 use code_intel_codebase::syntax::{self, FileSyntax, Symbol};
 use code_intel_codebase::walk;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct AnalyzeStructureParams {
     /// The file to analyze, relative to the repository root.
+    #[arg(long)]
     pub file_path: Option<String>,
     /// Source code to analyze instead of a file (needs `language`).
+    #[arg(long)]
     pub code: Option<String>,
     /// The language of `code`, or an override for `file_path`.
+    #[arg(long)]
     pub language: Option<String>,
     /// Skip this many functions and classes (from a previous `next_offset`).
+    #[arg(long)]
     pub offset: Option<usize>,
 }
 

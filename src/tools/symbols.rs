@@ -8,16 +8,20 @@ use super::{Definition, FastPathNote, SkippedFiles, ToolResult, Workspace, under
 use code_intel_codebase::index::refresh::Lookup;
 use code_intel_codebase::syntax::SymbolKind;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct GetSymbolsParams {
     /// A file or directory, relative to the repository root (default: everything).
+    #[arg(long)]
     pub path: Option<String>,
     /// Only this kind: function, method, class (also structs, traits, interfaces, enums), struct,
     /// enum, trait, interface, type, module, macro, constant, variable, field, property, impl, …
+    #[arg(long)]
     pub kind: Option<String>,
     /// Only files of this language.
+    #[arg(long)]
     pub language: Option<String>,
     /// Skip this many symbols (from a previous `next_offset`).
+    #[arg(long)]
     pub offset: Option<usize>,
 }
 

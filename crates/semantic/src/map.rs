@@ -154,7 +154,7 @@ impl MapStore {
         Err(StoreError::Conflict)
     }
 
-    /// Merges back what a forced fetch replaced (see [`MapStore::change`]); returns whether it
+    /// Merges back what a forced fetch replaced (see `MapStore::change`); returns whether it
     /// did. Cheap when nothing was fetched: two ref reads.
     pub fn reconcile(&self) -> Result<bool, StoreError> {
         let repo = self.repo.to_thread_local();

@@ -42,7 +42,7 @@ pub struct StoredFile {
     pub outline: Outline,
 }
 
-/// The symbol index, read in place from its stored bytes ([`format`]): a memory map of
+/// The symbol index, read in place from its stored bytes ([`mod@format`]): a memory map of
 /// `.code-intel/index/symbols.idx`, or a buffer when it was not stored. A file's syntax is
 /// decoded the first time a lookup needs it, so a lookup touches only the files it answers
 /// from.

@@ -2,7 +2,7 @@
 //! wrong. Run on the compiled-in contract by `tests/contract_lint.rs` (it must be clean), and on
 //! a project's override when it is loaded (its findings are logged as warnings).
 //!
-//! - every key of the [`catalogue`](super::catalogue) exists, with exactly the placeholders the
+//! - every key of the [`super::catalogue`] exists, with exactly the placeholders the
 //!   code fills;
 //! - no instruction or message carries comment text (a YAML `#` line swallowed by a block);
 //! - every tool it names is one this server serves: a call `name(…)` must be a served tool, and
