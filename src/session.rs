@@ -412,8 +412,8 @@ impl Sessions {
     fn lock(&self, ws: &Workspace) -> SessionResult<code_intel_gitstate::journal::OperationLock> {
         let repo = gix::open(ws.repo.root())
             .map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))?;
-        let lock =
-            code_intel_gitstate::journal::OperationLock::acquire(repo.git_dir()).map_err(|e| plain("git_error", &e))?;
+        let lock = code_intel_gitstate::journal::OperationLock::acquire(repo.git_dir())
+            .map_err(|e| plain("git_error", &e.to_string()))?;
         let store = self.store()?;
         match code_intel_gitstate::journal::recover(&repo, ws.repo.root(), &session_writer(store)) {
             Ok(Some(report)) => self.note_recovered(report),

@@ -59,6 +59,9 @@ impl From<code_intel_gitstate::Error> for StoreError {
             code_intel_gitstate::Error::Conflict => StoreError::Conflict,
             code_intel_gitstate::Error::Locked(lock) => StoreError::Locked(lock),
             code_intel_gitstate::Error::Git(e) => StoreError::Git(e),
+            e @ (code_intel_gitstate::Error::Refused(_) | code_intel_gitstate::Error::Incomplete(_)) => {
+                StoreError::Git(e.to_string())
+            }
         }
     }
 }
@@ -180,7 +183,7 @@ impl SessionStore {
         message: &str,
     ) -> Result<(), StoreError> {
         let repo = self.repo();
-        let _lock = code_intel_gitstate::journal::OperationLock::acquire(repo.git_dir()).map_err(StoreError::Git)?;
+        let _lock = code_intel_gitstate::journal::OperationLock::acquire(repo.git_dir())?;
         let name = session_ref(&checkpoint.orchestrator_state.session_id)?;
         let current = repo
             .try_find_reference(name.as_bstr())

@@ -120,6 +120,12 @@ impl From<String> for CommitError {
     }
 }
 
+impl From<code_intel_gitstate::Error> for CommitError {
+    fn from(e: code_intel_gitstate::Error) -> Self {
+        CommitError::Other(e.to_string())
+    }
+}
+
 impl std::fmt::Display for CommitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -85,7 +85,8 @@ pub fn plan_task_branch(
             message: format!("checkout: moving from {base} to {name}"),
         },
     ];
-    let user_changes = code_intel_gitstate::worktree::snapshot(repo, root, tree_of(repo, head)?)?;
+    let user_changes =
+        code_intel_gitstate::worktree::snapshot(repo, root, tree_of(repo, head)?).map_err(|e| e.to_string())?;
     let journal = Journal::new(format!("creating the task branch {name}"), refs, Vec::new());
     Ok((TaskBranch { name, base, base_commit: head, user_changes }, journal))
 }
@@ -108,7 +109,8 @@ pub fn adopt(root: &Path, branch: &str, base: &str) -> Result<TaskBranch, String
     let base_tip = ref_id(&repo, &format!("refs/heads/{base}"))?.ok_or_else(|| format!("{base} does not exist"))?;
     let base_commit =
         repo.merge_base(tip, base_tip).map_err(|e| e.to_string())?.map(|i| i.detach()).unwrap_or(base_tip);
-    let user_changes = code_intel_gitstate::worktree::snapshot(&repo, root, tree_of(&repo, tip)?)?;
+    let user_changes =
+        code_intel_gitstate::worktree::snapshot(&repo, root, tree_of(&repo, tip)?).map_err(|e| e.to_string())?;
     Ok(TaskBranch { name: branch.to_owned(), base: base.to_owned(), base_commit, user_changes })
 }
 

@@ -54,7 +54,7 @@ pub fn review(
 ) -> Result<ReviewOutput, String> {
     let repo = super::open(root)?;
     let base_tree = super::tree_of(&repo, base_commit)?;
-    let changes = worktree::changes(&repo, root, base_tree, max_file_size)?;
+    let changes = worktree::changes(&repo, root, base_tree, max_file_size).map_err(|e| e.to_string())?;
     let mut files = Vec::new();
     let mut contents = Vec::new();
     let mut budget = MAX_TOTAL_DIFF_BYTES;
@@ -142,7 +142,8 @@ pub fn task_changes(
 ) -> Result<Vec<String>, String> {
     let repo = super::open(root)?;
     let base_tree = super::tree_of(&repo, base_commit)?;
-    Ok(worktree::changes(&repo, root, base_tree, 0)?
+    Ok(worktree::changes(&repo, root, base_tree, 0)
+        .map_err(|e| e.to_string())?
         .into_iter()
         .filter(|c| user_changes.get(&c.path).is_none_or(|u| *u != c.new.map(|n| n.0)))
         .map(|c| c.path)

@@ -234,7 +234,7 @@ pub struct AddExploredFilesParams {
 impl CodeIntelServer {
     #[tool(
         name = "search_text",
-        description = "Search file contents with ripgrep's engine (regex, or literal with fixed_strings). `pattern` may be a list of up to 5 patterns searched in one pass. Respects .gitignore; returns matches with optional context lines, paged by max_results/offset."
+        description = "Use to find text in files: an error message, a string, a call you can spell as a regex (or literal with fixed_strings). Up to 5 patterns in one pass; respects .gitignore; matches with optional context lines, paged by max_results/offset."
     )]
     async fn search_text(
         &self,
@@ -245,7 +245,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "search_files",
-        description = "Find files by glob (e.g. `*.rs`, `src/**/test_*.py`). Respects .gitignore."
+        description = "Use to find files by name or path glob (`*.rs`, `src/**/test_*.py`) when you do not know where something lives. Respects .gitignore."
     )]
     async fn search_files(
         &self,
@@ -256,7 +256,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "find_definitions",
-        description = "Find where a symbol is defined (tree-sitter tag queries, 12 languages): name, kind, file, line, end_line, scope, signature, language."
+        description = "Use first when you know a name: where a function, class or type is defined (12 languages), with kind, file, line range, scope and signature."
     )]
     async fn find_definitions(
         &self,
@@ -267,7 +267,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "find_references",
-        description = "Find where a symbol is used: identifier occurrences in code (not comments or strings, not the definition itself), each with its enclosing function or class."
+        description = "Use before changing a symbol, to see every place that uses it in code (not comments, strings or the definition), each with its enclosing function or class."
     )]
     async fn find_references(
         &self,
@@ -278,7 +278,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "get_symbols",
-        description = "List the symbols defined in a file or below a directory, optionally filtered by kind and language."
+        description = "Use to survey what a file or directory defines, optionally only one kind (function, class, …) or language."
     )]
     async fn get_symbols(
         &self,
@@ -289,7 +289,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "analyze_structure",
-        description = "Outline a file (or inline `code` with `language`): functions, classes (structs, traits, interfaces, enums), imports, exports, and a summary with line ranges."
+        description = "Use to understand one file without reading it all: its functions, classes (structs, traits, interfaces, enums), imports and exports with line ranges. Also takes inline `code` with `language`."
     )]
     async fn analyze_structure(
         &self,
@@ -300,7 +300,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "get_function_at_line",
-        description = "The innermost function or method enclosing a line of a file, with its range and signature."
+        description = "Use when you have a file:line (a stack trace, a search hit) and need the function or method around it, with its range and signature."
     )]
     async fn get_function_at_line(
         &self,
@@ -311,7 +311,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "analyze_impact",
-        description = "Before changing files: must_verify lists source files that call, import or reference the targets' symbols; should_verify lists tests, configs and docs that mention them. Each entry says why."
+        description = "Use before changing files, to know what else to check: must_verify lists source files that call, import or reference their symbols; should_verify lists tests, configs and docs that mention them, each with why."
     )]
     async fn analyze_impact(
         &self,
@@ -322,7 +322,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "query",
-        description = "Answer a question about the code: plans calls to the other tools from the question, symbol and file_path, runs them, and returns the plan with the aggregated results."
+        description = "Use for an open question when you do not know which tool fits: it plans calls to the other tools from the question, symbol and file_path, runs them, and returns the plan with the results."
     )]
     async fn query(&self, Parameters(p): Parameters<QueryParams>) -> Result<Json<QueryOutput>, ToolError> {
         self.run("query", move |ws| tools::query::query(ws, p)).await
@@ -330,7 +330,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "semantic_search",
-        description = "Semantic search (SEMANTIC phase). collection auto (default) searches the Map of past successes first: a hit scoring >= 0.7 answers with skip_forest true. Otherwise it searches the Forest of code chunks (dense embeddings fused with BM25 by reciprocal rank) and keeps the best Map hits too. Hits carry chunk_id, file, lines, symbol, score and a snippet; partial is true while a sync is still running."
+        description = "Use to find code by meaning when you do not know its names (and in the SEMANTIC phase). collection auto (default) searches the Map of past successes first: a hit scoring >= 0.7 answers with skip_forest true; otherwise the Forest of code chunks (embeddings fused with BM25). Hits carry chunk_id, file, lines, symbol, score and a snippet; partial is true while a sync runs."
     )]
     async fn semantic_search(
         &self,
@@ -341,7 +341,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "fetch_chunk_detail",
-        description = "The whole text of a Forest chunk, by the chunk_id semantic_search returned."
+        description = "Use after semantic_search to read the whole text of a hit, by its chunk_id."
     )]
     async fn fetch_chunk_detail(
         &self,
@@ -352,7 +352,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "sync_index",
-        description = "Bring the Forest (the semantic index) up to date with the work tree now: only files whose blake3 fingerprint changed are chunked and embedded again. force: rebuild from nothing (cached embeddings are reused)."
+        description = "Use when semantic_search says its index is partial or stale: brings the Forest (the semantic index) up to date now, embedding only changed files. force rebuilds it (cached embeddings are reused)."
     )]
     async fn sync_index(&self, Parameters(p): Parameters<SyncIndexParams>) -> Result<Json<SyncReport>, ToolError> {
         self.run("sync_index", move |ws| tools::semantic::sync_index(ws, p)).await
@@ -360,7 +360,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "record_outcome",
-        description = "Record how the active (or last finished) session turned out: success, failure or partial, in the OutcomeLog (refs/code-intel/logs/outcomes). A success also adds the session's query, target and the files and symbols its evidence cites to the Map (refs/code-intel/map)."
+        description = "Use when the user says how the active (or last finished) session turned out: records success, failure or partial in the OutcomeLog (refs/code-intel/logs/outcomes); a success also teaches the Map (refs/code-intel/map) the session's query, target, files and symbols."
     )]
     async fn record_outcome(
         &self,
@@ -371,7 +371,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "update_context",
-        description = "Record the project's rules for changing code (a short DO:/DON'T: list made from CLAUDE.md, AGENTS.md or the files project_rules names) in .code-intel/context.yml, with each source's fingerprint, so sessions show them and say when a source changed. Other keys and comments of the file are kept."
+        description = "Use when the project's rules are missing or a session says their sources changed: records a short DO:/DON'T: list made from CLAUDE.md, AGENTS.md or the files project_rules names in .code-intel/context.yml, with each source's fingerprint. Other keys and comments are kept."
     )]
     async fn update_context(
         &self,
@@ -382,7 +382,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "start_session",
-        description = "Start a workflow session (step 1). The server then leads phase by phase: follow each response's instruction and answer with submit_phase in the expected_payload shape."
+        description = "Use first, before any research or change for a task: starts a workflow session. The server then leads phase by phase: follow each response's instruction and answer with submit_phase in the expected_payload shape."
     )]
     async fn start_session(
         &self,
@@ -410,7 +410,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "submit_phase",
-        description = "The only exit of every phase: send the payload the last response's expected_payload describes (always with summary, and tools_used where asked). The server validates it, decides the next phase and returns its instruction."
+        description = "Use to finish every phase: send the payload the last response's expected_payload describes (always with summary, and tools_used where asked). The server validates it, decides the next phase and returns its instruction."
     )]
     async fn submit_phase(
         &self,
@@ -421,7 +421,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "get_session_status",
-        description = "The active session's phase, step, instruction, expected_payload, task progress and phase summaries: use it to recover after a context loss or a restart."
+        description = "Use after a context loss or a restart, or when unsure what comes next: the active session's phase, step, instruction, expected_payload, task progress and phase summaries."
     )]
     async fn get_session_status(
         &self,
@@ -433,7 +433,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "check_write_target",
-        description = "Before editing a file: allowed only in READY, and only for explored files (or a new file in an explored directory)."
+        description = "Use before every file edit: says whether the session allows writing that path (only in READY, and only explored files or new files in an explored directory)."
     )]
     async fn check_write_target(
         &self,
@@ -445,7 +445,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "review_changes",
-        description = "PRE_COMMIT only: every change from the task branch's base commit to the work tree (committed, staged, unstaged, untracked but not ignored), each with change type, line stats, binary flag and a unified diff."
+        description = "Use in PRE_COMMIT to review what will be committed: every change since the task branch's base (committed, staged, unstaged, untracked), with change type, line stats and a unified diff."
     )]
     async fn review_changes(&self) -> Result<CallToolResult, rmcp::ErrorData> {
         self.run_session("review_changes", |ws, s| s.review_changes(ws)).await
@@ -453,7 +453,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "cleanup_stale_branches",
-        description = "Delete llm_task_* branches left by earlier sessions (merged ones at once; unmerged ones only with confirm: true after they were listed), or with action \"merge\" first merge the current task branch into its base."
+        description = "Use when start_session reports llm_task_* branches left by earlier sessions: deletes merged ones at once and unmerged ones only with confirm: true after they were listed; action \"merge\" first merges the current task branch into its base."
     )]
     async fn cleanup_stale_branches(
         &self,
@@ -466,7 +466,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "add_explored_files",
-        description = "In READY: add files to the explored set so they may be written."
+        description = "Use in READY when check_write_target refuses a file you need to change: adds files to the explored set so they may be written."
     )]
     async fn add_explored_files(
         &self,
@@ -622,4 +622,37 @@ pub async fn serve_stdio(ws: Workspace) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_millis(1100), stop).await;
     let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// What an agent pays for the tool list before its first call: names, descriptions and
+    /// input schemas, as compact JSON (the benchmark prints the same number).
+    fn model_visible_bytes() -> usize {
+        super::served_tools()
+            .iter()
+            .map(|t| {
+                let part =
+                    serde_json::json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema});
+                serde_json::to_vec(&part).map_or(0, |v| v.len())
+            })
+            .sum()
+    }
+
+    #[test]
+    fn the_model_visible_tool_list_stays_within_14_kb() {
+        let bytes = model_visible_bytes();
+        assert!(bytes <= 14 * 1024, "tools/list costs {bytes} bytes of names, descriptions and input schemas");
+    }
+
+    /// An agent picks a tool by its description: each one says when to use it, first.
+    #[test]
+    fn every_description_says_when_to_use_the_tool() {
+        for tool in super::served_tools() {
+            let description = tool.description.as_deref().unwrap_or_default();
+            assert!(description.starts_with("Use "), "{}: {description}", tool.name);
+            let sentences = description.matches(". ").count() + 1;
+            assert!(sentences <= 4, "{}: {sentences} sentences", tool.name);
+        }
+    }
 }

@@ -6,38 +6,17 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use crate::common::mcp_client::{BIN, Client, call, connect, structured};
+use crate::common::mcp_client::{BIN, Client, call, connect, err, ok, structured};
 use crate::common::{committed_project, git};
 use serde_json::{Value, json};
 
 const RULE: &str = "Never call print() in library code; use the logger.";
 const QUERY: &str = "Make login() refresh the Session token before it expires";
 
-async fn ok(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await;
-    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
-    structured(&r)
-}
-
-async fn err(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await;
-    assert_eq!(r.is_error, Some(true), "{tool} should fail: {:?}", r.structured_content);
-    structured(&r)
-}
-
+/// (exit code, stdout) of the binary run with `args` and `stdin`.
 fn cli(root: &Path, args: &[&str], stdin: &str) -> (i32, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(BIN)
-        .args(args)
-        .current_dir(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    let (code, out, _) = crate::common::run_cli(root, args, stdin);
+    (code, out)
 }
 
 fn start(query: &str) -> Value {

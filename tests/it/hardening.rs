@@ -4,21 +4,9 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use crate::common::mcp_client::{BIN, Client, call, connect, structured};
+use crate::common::mcp_client::{BIN, Client, call, connect, err, ok, structured};
 use crate::common::{committed_project, fsck_clean, git};
 use serde_json::{Value, json};
-
-async fn ok(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await;
-    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
-    structured(&r)
-}
-
-async fn err(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await;
-    assert_eq!(r.is_error, Some(true), "{tool} should fail: {:?}", r.structured_content);
-    structured(&r)
-}
 
 /// Runs the PreToolUse hook with a tool call; returns (exit code, stderr).
 fn hook(root: &Path, tool: &str, input: Value) -> (i32, String) {

@@ -5,7 +5,7 @@ use crate::common::git;
 
 use std::path::Path;
 
-use crate::common::mcp_client::{Client, call, connect, structured};
+use crate::common::mcp_client::{Client, call, connect, ok, structured, submit};
 use serde_json::{Value, json};
 
 fn repo(branch: &str) -> tempfile::TempDir {
@@ -18,16 +18,6 @@ fn repo(branch: &str) -> tempfile::TempDir {
 
 fn fsck(root: &Path) {
     git(root, &["fsck", "--full", "--strict"]);
-}
-
-async fn ok(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await;
-    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
-    structured(&r)
-}
-
-async fn submit(client: &Client, data: Value) -> Value {
-    ok(client, "submit_phase", json!({"data": data})).await
 }
 
 /// Commits `content` to `file` on `branch` without touching the index or the work tree (as a

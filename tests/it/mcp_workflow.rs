@@ -4,7 +4,7 @@
 
 use crate::common::git;
 
-use crate::common::mcp_client::{BIN, Client, call, connect, structured};
+use crate::common::mcp_client::{BIN, Client, call, connect, err, ok, structured, submit};
 
 use std::path::Path;
 use std::process::Stdio;
@@ -12,22 +12,6 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 
 use crate::common::{committed_project as repo, fsck_clean};
-
-async fn ok(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await;
-    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
-    structured(&r)
-}
-
-async fn err(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await;
-    assert_eq!(r.is_error, Some(true), "{tool} should fail: {:?}", r.structured_content);
-    structured(&r)
-}
-
-async fn submit(client: &Client, data: Value) -> Value {
-    ok(client, "submit_phase", json!({"data": data})).await
-}
 
 async fn reject(client: &Client, data: Value, error: &str) -> Value {
     let before = ok(client, "get_session_status", json!({})).await;
@@ -479,24 +463,7 @@ async fn session_tools_without_a_session() {
 }
 
 /// Runs the binary with `args`, feeding `stdin`; returns (exit code, stdout, stderr).
-fn cli(root: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(BIN)
-        .args(args)
-        .current_dir(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::common::run_cli as cli;
 
 fn hook(root: &Path, tool: &str, input: Value) -> (i32, String) {
     let event = json!({"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "cwd": root});

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::common::git;
-use crate::common::mcp_client::{BIN, Client, call, connect, connect_with_env, structured};
+use crate::common::mcp_client::{BIN, Client, call, connect, connect_with_env, err, ok, structured, submit};
 use code_intel_semantic::embed::{DEFAULT_MODEL, FP32_MODEL, default_model_dir};
 use serde_json::{Value, json};
 
@@ -67,22 +67,6 @@ fn repo() -> tempfile::TempDir {
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "initial"]);
     dir
-}
-
-async fn ok(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await;
-    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
-    structured(&r)
-}
-
-async fn err(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await;
-    assert_eq!(r.is_error, Some(true), "{tool} should fail: {:?}", r.structured_content);
-    structured(&r)
-}
-
-async fn submit(client: &Client, data: Value) -> Value {
-    ok(client, "submit_phase", json!({"data": data})).await
 }
 
 async fn forest(client: &Client, query: &str) -> Vec<Value> {

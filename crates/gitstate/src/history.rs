@@ -20,29 +20,26 @@ pub fn recently_changed(root: &Path, max_commits: usize) -> HashMap<String, usiz
     ranks
 }
 
-fn collect(root: &Path, max_commits: usize, ranks: &mut HashMap<String, usize>) -> Result<(), String> {
-    let repo = gix::open(root).map_err(|e| e.to_string())?;
-    let head = repo.head_id().map_err(|e| e.to_string())?;
+fn collect(root: &Path, max_commits: usize, ranks: &mut HashMap<String, usize>) -> Result<(), crate::Error> {
+    let repo = gix::open(root).map_err(crate::git)?;
+    let head = repo.head_id().map_err(crate::git)?;
     let walk = repo
         .rev_walk([head.detach()])
         .first_parent_only()
         .sorting(gix::revision::walk::Sorting::ByCommitTime(Default::default()))
         .all()
-        .map_err(|e| e.to_string())?;
+        .map_err(crate::git)?;
     let mut options = gix::diff::Options::default().with_rewrites(None);
     options.track_path();
     for (rank, info) in walk.take(max_commits).enumerate() {
-        let info = info.map_err(|e| e.to_string())?;
-        let commit = info.object().map_err(|e| e.to_string())?;
-        let tree = commit.tree().map_err(|e| e.to_string())?;
+        let info = info.map_err(crate::git)?;
+        let commit = info.object().map_err(crate::git)?;
+        let tree = commit.tree().map_err(crate::git)?;
         let parent_tree = match info.parent_ids().next() {
-            Some(parent) => {
-                Some(parent.object().map_err(|e| e.to_string())?.into_commit().tree().map_err(|e| e.to_string())?)
-            }
+            Some(parent) => Some(parent.object().map_err(crate::git)?.into_commit().tree().map_err(crate::git)?),
             None => None,
         };
-        let changes =
-            repo.diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(options)).map_err(|e| e.to_string())?;
+        let changes = repo.diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(options)).map_err(crate::git)?;
         for change in changes {
             if change.entry_mode().is_blob() {
                 ranks.entry(change.location().to_string()).or_insert(rank);

@@ -54,7 +54,7 @@ pub struct OperationLock {
 impl OperationLock {
     /// Takes the lock of the repository whose git directory is `git_dir`, waiting for another
     /// process (or thread) that holds it.
-    pub fn acquire(git_dir: &Path) -> Result<OperationLock, String> {
+    pub fn acquire(git_dir: &Path) -> Result<OperationLock, crate::Error> {
         let me = std::thread::current().id();
         let started = Instant::now();
         loop {
@@ -84,17 +84,19 @@ impl OperationLock {
                                 return Ok(OperationLock { _private: () });
                             }
                             Err(std::fs::TryLockError::WouldBlock) => {}
-                            Err(std::fs::TryLockError::Error(e)) => return Err(format!("{}: {e}", path.display())),
+                            Err(std::fs::TryLockError::Error(e)) => {
+                                return Err(crate::Error::Git(format!("{}: {e}", path.display())));
+                            }
                         }
                     }
                 }
             }
             if started.elapsed() > LOCK_TIMEOUT {
-                return Err(format!(
+                return Err(crate::Error::Git(format!(
                     "another git-code-intel process has held {} for over {} s; if none is running, retry",
                     git_dir.join(LOCK_FILE).display(),
                     LOCK_TIMEOUT.as_secs()
-                ));
+                )));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -236,62 +238,40 @@ pub fn operate<T>(
     root: &Path,
     session: SessionWriter,
     plan: impl FnOnce(&gix::Repository) -> Result<(T, Journal), String>,
-) -> Result<(T, Option<String>), OperationError> {
-    let repo = gix::open(root).map_err(|e| OperationError::Refused(e.to_string()))?;
-    let _lock = OperationLock::acquire(repo.git_dir()).map_err(OperationError::Refused)?;
-    let recovered = recover(&repo, root, session).map_err(OperationError::Refused)?;
+) -> Result<(T, Option<String>), crate::Error> {
+    let repo = gix::open(root).map_err(|e| crate::Error::Refused(e.to_string()))?;
+    let _lock = OperationLock::acquire(repo.git_dir()).map_err(|e| crate::Error::Refused(e.to_string()))?;
+    let recovered = recover(&repo, root, session).map_err(|e| crate::Error::Refused(e.to_string()))?;
     // Read the repository afresh: the recovery may have moved refs and the index.
-    let repo = gix::open(root).map_err(|e| OperationError::Refused(e.to_string()))?;
-    let (value, journal) = plan(&repo).map_err(OperationError::Refused)?;
+    let repo = gix::open(root).map_err(|e| crate::Error::Refused(e.to_string()))?;
+    let (value, journal) = plan(&repo).map_err(crate::Error::Refused)?;
     run(&repo, root, &journal, session)?;
     Ok((value, recovered))
-}
-
-/// Why an operation did not happen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OperationError {
-    /// Its ref transaction failed: nothing changed.
-    Refused(String),
-    /// It happened, but a later step failed; the journal stays for the next process to finish.
-    Incomplete(String),
-}
-
-impl std::fmt::Display for OperationError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OperationError::Refused(e) | OperationError::Incomplete(e) => f.write_str(e),
-        }
-    }
 }
 
 /// Runs `journal` in the repository (`root` the work tree): recorded, ref transaction, steps,
 /// session checkpoint, done. Hold the operation lock around the whole of it (and around the
 /// reads that planned it).
-pub fn run(
-    repo: &gix::Repository,
-    root: &Path,
-    journal: &Journal,
-    session: SessionWriter,
-) -> Result<(), OperationError> {
+pub fn run(repo: &gix::Repository, root: &Path, journal: &Journal, session: SessionWriter) -> Result<(), crate::Error> {
     let git_dir = repo.git_dir().to_owned();
     let path = git_dir.join(JOURNAL_FILE);
-    write_atomically(&path, &serde_json::to_vec_pretty(journal).map_err(|e| OperationError::Refused(e.to_string()))?)
-        .map_err(|e| OperationError::Refused(format!("{}: {e}", path.display())))?;
+    write_atomically(&path, &serde_json::to_vec_pretty(journal).map_err(|e| crate::Error::Refused(e.to_string()))?)
+        .map_err(|e| crate::Error::Refused(format!("{}: {e}", path.display())))?;
     failpoint("journal-written");
     if let Err(e) = apply_refs(repo, &journal.refs) {
         let _ = std::fs::remove_file(&path);
         let names: Vec<&str> = journal.refs.iter().map(|c| c.name.as_str()).collect();
-        return Err(OperationError::Refused(match lock_in_the_way(&git_dir, &names) {
+        return Err(crate::Error::Refused(match lock_in_the_way(&git_dir, &names) {
             Some(lock) => format!(
                 "{e}: {} is in the way (another git process holds it, or one was killed while holding it; \
                  if no git command is running, delete that file and retry)",
                 lock.display()
             ),
-            None => e,
+            None => e.to_string(),
         }));
     }
     failpoint("refs-moved");
-    finish(repo, root, journal, session).map_err(OperationError::Incomplete)?;
+    finish(repo, root, journal, session).map_err(|e| crate::Error::Incomplete(e.to_string()))?;
     let _ = std::fs::remove_file(&path);
     Ok(())
 }
@@ -302,7 +282,7 @@ fn finish(
     root: &Path,
     journal: &Journal,
     session: SessionWriter,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, crate::Error> {
     let mut left_alone = Vec::new();
     for (i, step) in journal.after.iter().enumerate() {
         if let Some(path) = run_step(repo, root, step)? {
@@ -319,7 +299,7 @@ fn finish(
 
 /// Finishes or drops an operation a dead process left; says what was done. Hold the operation
 /// lock (so the journal's writer is known to be dead).
-pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> Result<Option<String>, String> {
+pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> Result<Option<String>, crate::Error> {
     let git_dir = repo.git_dir().to_owned();
     let path = git_dir.join(JOURNAL_FILE);
     let journal: Journal = match std::fs::read(&path) {
@@ -334,7 +314,7 @@ pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> R
             }
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => return Err(crate::Error::Git(format!("{}: {e}", path.display()))),
     };
     // Locks the dead process left on the refs and the index it was changing.
     remove_own_stale_locks(&git_dir, &journal);
@@ -381,26 +361,24 @@ fn remove_own_stale_locks(git_dir: &Path, journal: &Journal) {
     }
 }
 
-fn current(repo: &gix::Repository, name: &str) -> Result<Option<RefValue>, String> {
-    let Some(r) = repo.try_find_reference(name).map_err(|e| e.to_string())? else { return Ok(None) };
+fn current(repo: &gix::Repository, name: &str) -> Result<Option<RefValue>, crate::Error> {
+    let Some(r) = repo.try_find_reference(name).map_err(crate::git)? else { return Ok(None) };
     Ok(Some(match r.target() {
         gix::refs::TargetRef::Object(id) => RefValue::Object(id.to_string()),
         gix::refs::TargetRef::Symbolic(n) => RefValue::Symbolic(n.as_bstr().to_string()),
     }))
 }
 
-fn target(v: &RefValue) -> Result<gix::refs::Target, String> {
+fn target(v: &RefValue) -> Result<gix::refs::Target, crate::Error> {
     Ok(match v {
-        RefValue::Object(hex) => {
-            gix::refs::Target::Object(ObjectId::from_hex(hex.as_bytes()).map_err(|e| e.to_string())?)
-        }
+        RefValue::Object(hex) => gix::refs::Target::Object(ObjectId::from_hex(hex.as_bytes()).map_err(crate::git)?),
         RefValue::Symbolic(name) => gix::refs::Target::Symbolic(
             name.as_str().try_into().map_err(|e: gix::validate::reference::name::Error| e.to_string())?,
         ),
     })
 }
 
-fn apply_refs(repo: &gix::Repository, changes: &[RefChange]) -> Result<(), String> {
+fn apply_refs(repo: &gix::Repository, changes: &[RefChange]) -> Result<(), crate::Error> {
     let mut edits = Vec::new();
     for c in changes {
         let expected = match &c.expected {
@@ -412,14 +390,14 @@ fn apply_refs(repo: &gix::Repository, changes: &[RefChange]) -> Result<(), Strin
                 Some(v) => update(&c.name, expected, target(v)?, &c.message),
                 None => delete(&c.name, expected),
             }
-            .map_err(|e| e.to_string())?,
+            .map_err(crate::git)?,
         );
     }
-    apply(repo, edits).map_err(|e| e.to_string())
+    apply(repo, edits)
 }
 
 /// One step; returns the path of a file left alone because it changed since.
-fn run_step(repo: &gix::Repository, root: &Path, step: &Step) -> Result<Option<String>, String> {
+fn run_step(repo: &gix::Repository, root: &Path, step: &Step) -> Result<Option<String>, crate::Error> {
     match step {
         Step::File { path, from, to } => {
             let now = crate::worktree::current_blob(repo, root, path)?;
@@ -441,8 +419,8 @@ fn run_step(repo: &gix::Repository, root: &Path, step: &Step) -> Result<Option<S
         Step::DeleteRef { name, expected } => {
             if current(repo, name)? == Some(RefValue::Object(expected.to_string())) {
                 let edit = delete(name, PreviousValue::MustExistAndMatch(gix::refs::Target::Object(*expected)))
-                    .map_err(|e| e.to_string())?;
-                apply(repo, vec![edit]).map_err(|e| e.to_string())?;
+                    .map_err(crate::git)?;
+                apply(repo, vec![edit]).map_err(crate::git)?;
             }
             Ok(None)
         }

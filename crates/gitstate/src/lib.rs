@@ -28,6 +28,25 @@ pub enum Error {
         "{0} is in the way: another git process holds it, or one was killed while holding it; if no git command is running, delete that file and retry"
     )]
     Locked(String),
+    /// A journaled operation's ref transaction failed: nothing changed.
+    #[error("{0}")]
+    Refused(String),
+    /// A journaled operation moved its refs, but a later step failed: the journal stays in
+    /// `.git/code-intel/`, and the next git-code-intel command finishes it.
+    #[error("{0} (the operation is journaled; the next git-code-intel command finishes it)")]
+    Incomplete(String),
     #[error("git: {0}")]
     Git(String),
+}
+
+/// Any gix or file-system error, as text.
+pub(crate) fn git(e: impl std::fmt::Display) -> Error {
+    Error::Git(e.to_string())
+}
+
+/// Text errors from gix and the file system, as they come: `?` on them gives [`Error::Git`].
+impl From<String> for Error {
+    fn from(e: String) -> Error {
+        Error::Git(e)
+    }
 }

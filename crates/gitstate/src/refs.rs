@@ -98,7 +98,7 @@ pub fn delete(name: &str, expected: PreviousValue) -> Result<RefEdit, Error> {
 /// file in the way of any other ref is named in the error.
 pub fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), Error> {
     let git_dir = repo.git_dir().to_owned();
-    let _lock = crate::journal::OperationLock::acquire(&git_dir).map_err(Error::Git)?;
+    let _lock = crate::journal::OperationLock::acquire(&git_dir)?;
     let names: Vec<String> = edits.iter().map(|e| e.name.as_bstr().to_string()).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     crate::journal::remove_stale_ref_locks(&git_dir, &names);

@@ -35,9 +35,12 @@ pub struct Change {
 pub const STREAM_OVER: u64 = 1024 * 1024;
 
 /// Every file of `tree`, by repository-relative path.
-pub fn flatten(repo: &gix::Repository, tree: ObjectId) -> Result<BTreeMap<String, (ObjectId, EntryKind)>, String> {
-    let tree = repo.find_tree(tree).map_err(|e| e.to_string())?;
-    let files = tree.traverse().breadthfirst.files().map_err(|e| e.to_string())?;
+pub fn flatten(
+    repo: &gix::Repository,
+    tree: ObjectId,
+) -> Result<BTreeMap<String, (ObjectId, EntryKind)>, crate::Error> {
+    let tree = repo.find_tree(tree).map_err(crate::git)?;
+    let files = tree.traverse().breadthfirst.files().map_err(crate::git)?;
     Ok(files
         .into_iter()
         .filter(|e| !e.mode.is_tree())
@@ -85,13 +88,13 @@ struct Read {
 }
 
 /// The work-tree file at `rel` as a blob, or None if it is not there.
-fn read(hash: gix::hash::Kind, root: &Path, rel: &str, limit: u64) -> Result<Option<Read>, String> {
+fn read(hash: gix::hash::Kind, root: &Path, rel: &str, limit: u64) -> Result<Option<Read>, crate::Error> {
     let path = root.join(rel);
     let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
     if meta.file_type().is_symlink() {
-        let target = std::fs::read_link(&path).map_err(|e| e.to_string())?;
+        let target = std::fs::read_link(&path).map_err(crate::git)?;
         let bytes = target.to_string_lossy().into_owned().into_bytes();
-        let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &bytes).map_err(|e| e.to_string())?;
+        let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &bytes).map_err(crate::git)?;
         return Ok(Some(Read { id, kind: EntryKind::Link, size: bytes.len() as u64, bytes: Some(bytes) }));
     }
     if !meta.is_file() {
@@ -99,7 +102,7 @@ fn read(hash: gix::hash::Kind, root: &Path, rel: &str, limit: u64) -> Result<Opt
     }
     let kind = if is_executable(&meta) { EntryKind::BlobExecutable } else { EntryKind::Blob };
     if meta.len() > limit {
-        let mut file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+        let mut file = std::fs::File::open(&path).map_err(crate::git)?;
         let never = std::sync::atomic::AtomicBool::new(false);
         let id = gix::objs::compute_stream_hash(
             hash,
@@ -109,24 +112,23 @@ fn read(hash: gix::hash::Kind, root: &Path, rel: &str, limit: u64) -> Result<Opt
             &mut gix::progress::Discard,
             &never,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(crate::git)?;
         return Ok(Some(Read { id, kind, size: meta.len(), bytes: None }));
     }
-    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
-    let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &bytes).map_err(|e| e.to_string())?;
+    let bytes = std::fs::read(&path).map_err(crate::git)?;
+    let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &bytes).map_err(crate::git)?;
     Ok(Some(Read { id, kind, size: bytes.len() as u64, bytes: Some(bytes) }))
 }
 
 /// Stores the work-tree content of `change` as a blob: from memory, or streamed from the file
 /// when it was too large to read whole.
-pub fn store_blob(repo: &gix::Repository, root: &Path, change: &Change) -> Result<ObjectId, String> {
+pub fn store_blob(repo: &gix::Repository, root: &Path, change: &Change) -> Result<ObjectId, crate::Error> {
     match &change.content {
-        Some(bytes) => Ok(repo.write_blob(bytes).map_err(|e| e.to_string())?.detach()),
+        Some(bytes) => Ok(repo.write_blob(bytes).map_err(crate::git)?.detach()),
         None => {
-            let mut file = std::fs::File::open(root.join(&change.path)).map_err(|e| e.to_string())?;
+            let mut file = std::fs::File::open(root.join(&change.path)).map_err(crate::git)?;
             let store = gix::odb::loose::Store::at(repo.objects.store_ref().path().to_owned(), repo.object_hash());
-            gix::objs::Write::write_stream(&store, gix::objs::Kind::Blob, change.size, &mut file)
-                .map_err(|e| e.to_string())
+            gix::objs::Write::write_stream(&store, gix::objs::Kind::Blob, change.size, &mut file).map_err(crate::git)
         }
     }
 }
@@ -149,17 +151,17 @@ pub fn changes(
     root: &Path,
     base_tree: ObjectId,
     content_limit: u64,
-) -> Result<Vec<Change>, String> {
+) -> Result<Vec<Change>, crate::Error> {
     let base = flatten(repo, base_tree)?;
     let mut paths = visible_files(root);
     // Tracked files stay visible even when an ignore rule matches them.
     paths.extend(base.keys().cloned());
     // Like git status: a file whose index entry matches the base blob and whose stat data is
     // unchanged (and not racy) is not read at all. The rest are read and hashed in parallel.
-    let index = repo.index_or_empty().map_err(|e| e.to_string())?;
+    let index = repo.index_or_empty().map_err(crate::git)?;
     let hash = repo.object_hash();
     let paths: Vec<String> = paths.into_iter().collect();
-    let results: Vec<Result<Option<Change>, String>> = paths
+    let results: Vec<Result<Option<Change>, crate::Error>> = paths
         .into_par_iter()
         .map(|path| {
             let old = base.get(&path).copied();
@@ -222,8 +224,8 @@ pub fn write_index(
     root: &Path,
     tree: ObjectId,
     differs: &BTreeSet<String>,
-) -> Result<(), String> {
-    let mut index = repo.index_from_tree(&tree).map_err(|e| e.to_string())?;
+) -> Result<(), crate::Error> {
+    let mut index = repo.index_from_tree(&tree).map_err(crate::git)?;
     let mut stats = Vec::new();
     for (i, entry) in index.entries().iter().enumerate() {
         let path = entry.path(&index).to_string();
@@ -240,7 +242,7 @@ pub fn write_index(
     for (i, stat) in stats {
         entries[i].stat = stat;
     }
-    index.write(Default::default()).map_err(|e| e.to_string())
+    index.write(Default::default()).map_err(crate::git)
 }
 
 /// Bringing the work tree from one tree to another: only the files that differ are rewritten,
@@ -261,14 +263,14 @@ impl TreeMove {
         root: &Path,
         from_tree: ObjectId,
         to_tree: ObjectId,
-    ) -> Result<TreeMove, String> {
+    ) -> Result<TreeMove, crate::Error> {
         let from = flatten(repo, from_tree)?;
         let to = flatten(repo, to_tree)?;
         let dirty: BTreeSet<String> = changes(repo, root, from_tree, 0)?.into_iter().map(|c| c.path).collect();
         let touched: BTreeSet<String> =
             from.keys().chain(to.keys()).filter(|p| from.get(*p) != to.get(*p)).cloned().collect();
         if let Some(p) = touched.iter().find(|p| dirty.contains(*p)) {
-            return Err(format!("uncommitted changes in {p} would be overwritten"));
+            return Err(crate::Error::Git(format!("uncommitted changes in {p} would be overwritten")));
         }
         Ok(TreeMove { to_tree, from, to, touched, dirty })
     }
@@ -301,7 +303,7 @@ pub fn snapshot(
     repo: &gix::Repository,
     root: &Path,
     tree: ObjectId,
-) -> Result<BTreeMap<String, Option<ObjectId>>, String> {
+) -> Result<BTreeMap<String, Option<ObjectId>>, crate::Error> {
     let mut out = BTreeMap::new();
     for c in changes(repo, root, tree, STREAM_OVER)? {
         let id = match c.kind {
@@ -321,17 +323,17 @@ pub fn restore(
     root: &Path,
     rel: &str,
     entry: Option<(ObjectId, EntryKind)>,
-) -> Result<(), String> {
+) -> Result<(), crate::Error> {
     let path = root.join(rel);
     match entry {
         None => match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(crate::git(e)),
             _ => Ok(()),
         },
         Some((id, kind)) => {
-            let blob = repo.find_object(id).map_err(|e| e.to_string())?;
+            let blob = repo.find_object(id).map_err(crate::git)?;
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+                std::fs::create_dir_all(dir).map_err(crate::git)?;
             }
             let tmp = crate::journal::temp_beside(&path);
             let _ = std::fs::remove_file(&tmp);
@@ -339,11 +341,11 @@ pub fn restore(
                 #[cfg(unix)]
                 {
                     let target = String::from_utf8_lossy(&blob.data).into_owned();
-                    std::os::unix::fs::symlink(target, &tmp).map_err(|e| e.to_string())?;
-                    return std::fs::rename(&tmp, &path).map_err(|e| e.to_string());
+                    std::os::unix::fs::symlink(target, &tmp).map_err(crate::git)?;
+                    return std::fs::rename(&tmp, &path).map_err(crate::git);
                 }
             }
-            std::fs::write(&tmp, &blob.data).map_err(|e| e.to_string())?;
+            std::fs::write(&tmp, &blob.data).map_err(crate::git)?;
             #[cfg(unix)]
             if kind == EntryKind::BlobExecutable {
                 use std::os::unix::fs::PermissionsExt;
@@ -352,14 +354,18 @@ pub fn restore(
             crate::journal::failpoint("file-written");
             std::fs::rename(&tmp, &path).map_err(|e| {
                 let _ = std::fs::remove_file(&tmp);
-                e.to_string()
+                crate::git(e)
             })
         }
     }
 }
 
 /// The blob id and kind the work-tree file at `rel` would have, or None if it is not there.
-pub fn current_blob(repo: &gix::Repository, root: &Path, rel: &str) -> Result<Option<(ObjectId, EntryKind)>, String> {
+pub fn current_blob(
+    repo: &gix::Repository,
+    root: &Path,
+    rel: &str,
+) -> Result<Option<(ObjectId, EntryKind)>, crate::Error> {
     Ok(read(repo.object_hash(), root, rel, 0)?.map(|r| (r.id, r.kind)))
 }
 
@@ -372,16 +378,16 @@ pub struct Staged {
 }
 
 /// Added or modified files in the index compared with HEAD (deletions carry no new content).
-pub fn staged(repo: &gix::Repository) -> Result<Vec<Staged>, String> {
+pub fn staged(repo: &gix::Repository) -> Result<Vec<Staged>, crate::Error> {
     let head_tree = match repo.head_commit() {
-        Ok(c) => Some(c.tree_id().map_err(|e| e.to_string())?.detach()),
+        Ok(c) => Some(c.tree_id().map_err(crate::git)?.detach()),
         Err(_) => None,
     };
     let base = match head_tree {
         Some(t) => flatten(repo, t)?,
         None => BTreeMap::new(),
     };
-    let index = repo.index_or_empty().map_err(|e| e.to_string())?;
+    let index = repo.index_or_empty().map_err(crate::git)?;
     let mut out = Vec::new();
     for entry in index.entries() {
         if entry.stage_raw() != 0 || entry.mode.is_submodule() {

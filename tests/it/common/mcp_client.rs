@@ -45,3 +45,22 @@ pub fn structured(result: &CallToolResult) -> Value {
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value, "text and structured content differ");
     value
 }
+
+/// A call that must succeed: its structured content.
+pub async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_ne!(r.is_error, Some(true), "{tool} failed: {:?}", r.structured_content);
+    structured(&r)
+}
+
+/// A call that must fail: its `{error, message, …}`.
+pub async fn err(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await;
+    assert_eq!(r.is_error, Some(true), "{tool} should fail: {:?}", r.structured_content);
+    structured(&r)
+}
+
+/// `submit_phase` with `data`, which must be accepted.
+pub async fn submit(client: &Client, data: Value) -> Value {
+    ok(client, "submit_phase", serde_json::json!({"data": data})).await
+}
