@@ -4,9 +4,8 @@
 //! the documents to read, checks what was read, and is skipped when the project says so).
 
 use std::path::Path;
-use std::process::Stdio;
 
-use crate::common::mcp_client::{BIN, Client, call, connect, err, ok, structured};
+use crate::common::mcp_client::{connect, err, ok};
 use crate::common::{committed_project, git};
 use serde_json::{Value, json};
 

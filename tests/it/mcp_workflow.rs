@@ -4,10 +4,9 @@
 
 use crate::common::git;
 
-use crate::common::mcp_client::{BIN, Client, call, connect, err, ok, structured, submit};
+use crate::common::mcp_client::{Client, call, connect, err, ok, structured, submit};
 
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::common::git;
-use crate::common::mcp_client::{BIN, Client, call, connect, connect_with_env, err, ok, structured, submit};
+use crate::common::mcp_client::{BIN, Client, connect, connect_with_env, err, ok, submit};
 use code_intel_semantic::embed::{DEFAULT_MODEL, FP32_MODEL, default_model_dir};
 use serde_json::{Value, json};
 
