@@ -1,7 +1,8 @@
 //! Embeddings from the real all-MiniLM-L6-v2 model (prepared by `scripts/model.sh` from PyPI)
 //! through fastembed and ONNX Runtime: the model card's example must come out the same.
 
-use code_intel_semantic::embed::{DEFAULT_MODEL, EmbedError, Embedder, FP32_MODEL, cosine, named_model_dir};
+use code_intel_semantic::Error as EmbedError;
+use code_intel_semantic::embed::{DEFAULT_MODEL, Embedder, FP32_MODEL, cosine, named_model_dir};
 
 fn model(name: &str) -> Embedder {
     let dir = named_model_dir(name).expect("HOME or CODE_INTEL_MODEL_CACHE");

@@ -18,3 +18,15 @@ pub mod repo;
 pub mod syntax;
 pub mod walk;
 pub mod watch;
+
+/// What can fail in this crate besides I/O (which stays `std::io::Error`, with the path in the
+/// message). A path a caller may not use is not an error of the crate but an answer:
+/// [`repo::PathError`] says why, and the adapters turn it into the contract's message.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `file_type` names no ripgrep file type.
+    #[error(
+        "unknown file type '{0}' (use a ripgrep type name: rust, py, js, ts, go, java, c, cpp, cs, ruby, php, md, …)"
+    )]
+    UnknownFileType(String),
+}

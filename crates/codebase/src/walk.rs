@@ -9,6 +9,7 @@ use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 use ignore::{WalkBuilder, WalkState};
 
+use crate::Error;
 use crate::config::Config;
 use crate::repo::Repo;
 
@@ -32,12 +33,6 @@ pub struct Walk {
     pub dirs: Vec<PathBuf>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum WalkError {
-    #[error("unknown file type '{0}'")]
-    UnknownFileType(String),
-}
-
 #[derive(Debug, Default, Clone)]
 pub struct WalkOptions<'a> {
     /// ripgrep file type name (`rust`, `py`, `js`, …).
@@ -45,7 +40,7 @@ pub struct WalkOptions<'a> {
 }
 
 /// Walks `start` (a directory or a single file inside `repo`).
-pub fn walk(repo: &Repo, config: &Config, start: &Path, opts: &WalkOptions) -> Result<Walk, WalkError> {
+pub fn walk(repo: &Repo, config: &Config, start: &Path, opts: &WalkOptions) -> Result<Walk, Error> {
     let files = Mutex::new(Vec::new());
     let rest = walk_each(repo, config, start, opts, |file| {
         files.lock().unwrap_or_else(|p| p.into_inner()).push(file);
@@ -63,7 +58,7 @@ pub fn walk_each(
     start: &Path,
     opts: &WalkOptions,
     on_file: impl Fn(WalkedFile) + Sync,
-) -> Result<Walk, WalkError> {
+) -> Result<Walk, Error> {
     let mut builder = WalkBuilder::new(start);
     builder.threads(rayon::current_num_threads().max(1));
     // Behave like ripgrep run inside the repository: honour .gitignore even before `git init`
@@ -81,9 +76,9 @@ pub fn walk_each(
         let mut types = TypesBuilder::new();
         types.add_defaults();
         types.select(name);
-        let built = types.build().map_err(|_| WalkError::UnknownFileType(name.to_owned()))?;
+        let built = types.build().map_err(|_| Error::UnknownFileType(name.to_owned()))?;
         if !built.definitions().iter().any(|d| d.name() == name) {
-            return Err(WalkError::UnknownFileType(name.to_owned()));
+            return Err(Error::UnknownFileType(name.to_owned()));
         }
         builder.types(built);
     }

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::Error;
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
 
 /// The command that installs what embeddings need.
@@ -42,16 +43,6 @@ pub fn default_model_dir() -> Option<PathBuf> {
     named_model_dir(DEFAULT_MODEL)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EmbedError {
-    #[error("ONNX Runtime is not available ({0}); {SETUP_HINT}")]
-    RuntimeMissing(String),
-    #[error("no embedding model at {0}; {SETUP_HINT}")]
-    ModelMissing(String),
-    #[error("embedding failed: {0}")]
-    Failed(String),
-}
-
 pub struct Embedder {
     model: Mutex<TextEmbedding>,
     /// Queries waiting for the model: batch work lets them go first.
@@ -80,19 +71,18 @@ const MODEL_FILES: &[&str] =
 impl Embedder {
     /// Loads the model in `dir`: mean pooling, sequences cut at 256 tokens, `threads` intra-op
     /// threads (queries want few, so they do not fight the rest of the server for 2 cores).
-    pub fn load(dir: &Path, threads: usize) -> Result<Embedder, EmbedError> {
+    pub fn load(dir: &Path, threads: usize) -> Result<Embedder, Error> {
         let lib = std::env::var_os("ORT_DYLIB_PATH")
             .map(PathBuf::from)
-            .ok_or_else(|| EmbedError::RuntimeMissing("ORT_DYLIB_PATH is not set".into()))?;
+            .ok_or_else(|| Error::RuntimeMissing("ORT_DYLIB_PATH is not set".into()))?;
         if !lib.is_file() {
-            return Err(EmbedError::RuntimeMissing(format!("{} does not exist", lib.display())));
+            return Err(Error::RuntimeMissing(format!("{} does not exist", lib.display())));
         }
         if let Some(missing) = MODEL_FILES.iter().find(|f| !dir.join(f).is_file()) {
-            return Err(EmbedError::ModelMissing(format!("{} (no {missing})", dir.display())));
+            return Err(Error::ModelMissing(format!("{} (no {missing})", dir.display())));
         }
         let read = |name: &str| {
-            std::fs::read(dir.join(name))
-                .map_err(|e| EmbedError::ModelMissing(format!("{}: {e}", dir.join(name).display())))
+            std::fs::read(dir.join(name)).map_err(|e| Error::ModelMissing(format!("{}: {e}", dir.join(name).display())))
         };
         let tokenizer_files = TokenizerFiles {
             tokenizer_file: read("tokenizer.json")?,
@@ -111,9 +101,9 @@ impl Embedder {
         }));
         let model = match loaded {
             Ok(Ok(model)) => model,
-            Ok(Err(e)) => return Err(EmbedError::Failed(e.to_string())),
+            Ok(Err(e)) => return Err(Error::Embedding(e.to_string())),
             Err(_) => {
-                return Err(EmbedError::RuntimeMissing(format!(
+                return Err(Error::RuntimeMissing(format!(
                     "{} could not be loaded (ONNX Runtime >= 1.24 is needed)",
                     lib.display()
                 )));
@@ -127,24 +117,24 @@ impl Embedder {
     /// Unit-length vectors for `texts`, in order: batch work (a sync). It takes the model
     /// `BATCH` texts at a time and steps aside while a query waits, so a search made during a
     /// sync is not held up behind a whole slice.
-    pub fn embed<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    pub fn embed<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, Error> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
             while self.queries_waiting.load(Ordering::SeqCst) > 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
             let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
-            out.extend(model.embed(batch, Some(BATCH)).map_err(|e| EmbedError::Failed(e.to_string()))?);
+            out.extend(model.embed(batch, Some(BATCH)).map_err(|e| Error::Embedding(e.to_string()))?);
         }
         Ok(out)
     }
 
     /// Unit-length vectors for a few texts (a search's query), ahead of any batch work.
-    pub fn embed_now<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    pub fn embed_now<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, Error> {
         self.queries_waiting.fetch_add(1, Ordering::SeqCst);
         let _waiting = Waiting(&self.queries_waiting);
         let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
-        model.embed(texts, Some(BATCH)).map_err(|e| EmbedError::Failed(e.to_string()))
+        model.embed(texts, Some(BATCH)).map_err(|e| Error::Embedding(e.to_string()))
     }
 }
 

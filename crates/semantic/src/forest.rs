@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use super::cache::{self, Key};
 use super::chunk::Chunk;
 use super::lexical::Bm25;
-use super::vectors::{VectorError, VectorIndex};
+use super::vectors::VectorIndex;
+use crate::Error;
 
 pub const FOREST_DIR: &str = ".code-intel/forest";
 const MANIFEST: &str = "manifest.bin";
@@ -96,7 +97,7 @@ const SNIPPET_LINES: usize = 12;
 const SNIPPET_CHARS: usize = 800;
 
 impl Forest {
-    pub fn new(model: [u8; 32], dim: u32) -> Result<Forest, VectorError> {
+    pub fn new(model: [u8; 32], dim: u32) -> Result<Forest, Error> {
         Ok(Forest {
             model,
             files: BTreeMap::new(),
@@ -127,12 +128,12 @@ impl Forest {
     }
 
     /// Removes `rel` and its chunks.
-    pub fn remove_file(&mut self, rel: &str) -> Result<usize, VectorError> {
+    pub fn remove_file(&mut self, rel: &str) -> Result<usize, Error> {
         let Some(entry) = self.files.remove(rel) else { return Ok(0) };
         self.drop_chunks(&entry.chunks)
     }
 
-    fn drop_chunks(&mut self, ids: &[u64]) -> Result<usize, VectorError> {
+    fn drop_chunks(&mut self, ids: &[u64]) -> Result<usize, Error> {
         self.vectors.remove(ids)?;
         for id in ids {
             if let Some(c) = self.chunks.remove(id) {
@@ -150,7 +151,7 @@ impl Forest {
         stat: (u64, i64, [u8; 32]),
         chunks: Vec<StoredChunk>,
         vectors: &[f32],
-    ) -> Result<(usize, usize), VectorError> {
+    ) -> Result<(usize, usize), Error> {
         let removed = match self.files.remove(rel) {
             Some(old) => self.drop_chunks(&old.chunks)?,
             None => 0,
@@ -170,7 +171,7 @@ impl Forest {
 
     /// Hybrid search: the dense ranking (faiss) and the lexical ranking (BM25 with symbol
     /// names) fused by reciprocal rank. `query_vector` is the embedded query.
-    pub fn search(&self, query_vector: &[f32], query: &str, n: usize) -> Result<Vec<ForestHit>, VectorError> {
+    pub fn search(&self, query_vector: &[f32], query: &str, n: usize) -> Result<Vec<ForestHit>, Error> {
         let depth = (n * 5).max(50);
         let dense = self.vectors.search(query_vector, depth)?;
         let lexical = self.lexical.search(query, depth);
@@ -178,7 +179,7 @@ impl Forest {
     }
 
     /// Dense ranking only (for measuring retrieval quality).
-    pub fn search_dense(&self, query_vector: &[f32], n: usize) -> Result<Vec<ForestHit>, VectorError> {
+    pub fn search_dense(&self, query_vector: &[f32], n: usize) -> Result<Vec<ForestHit>, Error> {
         let dense = self.vectors.search(query_vector, n)?;
         Ok(self.fuse(&dense, &[], n))
     }

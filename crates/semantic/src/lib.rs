@@ -14,6 +14,7 @@
 pub mod cache;
 pub mod chunk;
 pub mod embed;
+pub mod error;
 pub mod forest;
 pub mod learning;
 pub mod lexical;
@@ -22,3 +23,5 @@ pub mod service;
 pub mod share;
 pub mod sync;
 pub mod vectors;
+
+pub use error::Error;

@@ -10,7 +10,7 @@ use gix::refs::Target;
 use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
 
-use code_intel_gitstate::Error as StoreError;
+use crate::Error;
 use code_intel_gitstate::refs::{apply, update};
 
 pub const MAP_REF: &str = "refs/code-intel/map";
@@ -47,8 +47,8 @@ impl MapEntry {
     }
 }
 
-fn git<E: std::fmt::Display>(e: E) -> StoreError {
-    StoreError::Git(e.to_string())
+fn git<E: std::fmt::Display>(e: E) -> Error {
+    Error::Git(e.to_string())
 }
 
 pub struct MapStore {
@@ -56,18 +56,18 @@ pub struct MapStore {
 }
 
 impl MapStore {
-    pub fn open(root: &Path) -> Result<MapStore, StoreError> {
-        let repo = gix::open(root).map_err(|e| StoreError::Git(format!("not a git repository: {e}")))?;
+    pub fn open(root: &Path) -> Result<MapStore, Error> {
+        let repo = gix::open(root).map_err(|e| Error::Git(format!("not a git repository: {e}")))?;
         Ok(MapStore { repo: repo.into_sync() })
     }
 
     /// The Map's current commit, if there is a Map.
-    pub fn tip(&self) -> Result<Option<ObjectId>, StoreError> {
-        code_intel_gitstate::log::tip(&self.repo.to_thread_local(), MAP_REF)
+    pub fn tip(&self) -> Result<Option<ObjectId>, Error> {
+        Ok(code_intel_gitstate::log::tip(&self.repo.to_thread_local(), MAP_REF)?)
     }
 
     /// The entries at the current tip, sorted by id (after merging back what a fetch replaced).
-    pub fn entries(&self) -> Result<(Option<ObjectId>, Vec<MapEntry>), StoreError> {
+    pub fn entries(&self) -> Result<(Option<ObjectId>, Vec<MapEntry>), Error> {
         if let Err(e) = self.reconcile() {
             tracing::warn!("{MAP_REF}: could not merge back entries a fetch replaced: {e}");
         }
@@ -78,7 +78,7 @@ impl MapStore {
     }
 
     /// Adds (or replaces, by id) `entry`.
-    pub fn add(&self, entry: &MapEntry) -> Result<ObjectId, StoreError> {
+    pub fn add(&self, entry: &MapEntry) -> Result<ObjectId, Error> {
         self.change(&format!("map: learn '{}'", short(&entry.query)), |entries| {
             entries.retain(|e| e.id != entry.id);
             entries.push(entry.clone());
@@ -87,7 +87,7 @@ impl MapStore {
     }
 
     /// Removes the entries with these ids; returns the ids it removed.
-    pub fn remove(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+    pub fn remove(&self, ids: &[String]) -> Result<Vec<String>, Error> {
         let mut removed = Vec::new();
         self.change("map: remove entries", |entries| {
             removed = entries.iter().filter(|e| ids.contains(&e.id)).map(|e| e.id.clone()).collect();
@@ -104,7 +104,7 @@ impl MapStore {
     /// forced fetch replaced the ref with a teammate's Map), the two are merged first, entry by
     /// entry against their merge base, and the commit gets both as parents: nothing learned
     /// here is lost, and the next push is a fast-forward.
-    fn change(&self, message: &str, mut edit: impl FnMut(&mut Vec<MapEntry>) -> bool) -> Result<ObjectId, StoreError> {
+    fn change(&self, message: &str, mut edit: impl FnMut(&mut Vec<MapEntry>) -> bool) -> Result<ObjectId, Error> {
         let repo = self.repo.to_thread_local();
         for _ in 0..20 {
             let tip = code_intel_gitstate::log::tip(&repo, MAP_REF)?;
@@ -128,7 +128,7 @@ impl MapStore {
             }
             let edited = edit(&mut entries);
             if !edited && lost.is_none() {
-                return tip.ok_or_else(|| StoreError::Git("the Map is empty".into()));
+                return tip.ok_or_else(|| Error::Git("the Map is empty".into()));
             }
             let message = if edited { message } else { "map: merge entries a fetch replaced" };
             let tree = write_entries(&repo, &entries)?;
@@ -151,12 +151,14 @@ impl MapStore {
                 return Ok(commit);
             }
         }
-        Err(StoreError::Conflict)
+        Err(Error::Git(
+            "the Map kept changing under this process (another one writes it at the same time); retry".into(),
+        ))
     }
 
     /// Merges back what a forced fetch replaced (see `MapStore::change`); returns whether it
     /// did. Cheap when nothing was fetched: two ref reads.
-    pub fn reconcile(&self) -> Result<bool, StoreError> {
+    pub fn reconcile(&self) -> Result<bool, Error> {
         let repo = self.repo.to_thread_local();
         let tip = code_intel_gitstate::log::tip(&repo, MAP_REF)?;
         let mine = code_intel_gitstate::log::tip(&repo, LOCAL_REF)?;
@@ -205,7 +207,7 @@ fn short(s: &str) -> String {
     one_line.chars().take(60).collect()
 }
 
-fn read_entries(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<MapEntry>, StoreError> {
+fn read_entries(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<MapEntry>, Error> {
     let tree = repo.find_commit(commit).map_err(git)?.tree().map_err(git)?;
     let mut out = Vec::new();
     for entry in tree.iter() {
@@ -223,7 +225,7 @@ fn read_entries(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<MapEntry
     Ok(out)
 }
 
-fn write_entries(repo: &gix::Repository, entries: &[MapEntry]) -> Result<ObjectId, StoreError> {
+fn write_entries(repo: &gix::Repository, entries: &[MapEntry]) -> Result<ObjectId, Error> {
     let mut tree_entries = Vec::with_capacity(entries.len());
     for e in entries {
         let json = serde_json::to_vec_pretty(e).map_err(git)?;

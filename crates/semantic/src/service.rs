@@ -12,11 +12,12 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use super::cache::EmbeddingCache;
-use super::embed::{EmbedError, Embedder};
+use super::embed::Embedder;
 use super::forest::{Forest, ForestHit, forest_dir};
 use super::map::{MapEntry, MapStore};
-use super::sync::{self, Progress, SyncContext, SyncError, SyncReport};
+use super::sync::{self, Progress, SyncContext, SyncReport};
 use super::vectors::VectorIndex;
+use crate::Error;
 use code_intel_codebase::config::Config;
 use code_intel_codebase::repo::Repo;
 
@@ -60,8 +61,8 @@ pub struct MapHit {
 
 pub struct Semantic {
     root: PathBuf,
-    model_dir: Result<PathBuf, EmbedError>,
-    loaded: OnceLock<Result<Arc<Loaded>, EmbedError>>,
+    model_dir: Result<PathBuf, Error>,
+    loaded: OnceLock<Result<Arc<Loaded>, Error>>,
     /// Held for the whole of a sync: one sync at a time.
     sync_lock: Arc<Mutex<()>>,
     pub progress: Arc<Progress>,
@@ -81,7 +82,7 @@ pub struct Semantic {
 /// Resolves `embedding_model`: `CODE_INTEL_MODEL_DIR` wins; a path to a directory (absolute or
 /// relative to the repository) is used as it is; a name is looked up in the model cache that
 /// `scripts/model.sh` fills ([`super::embed::named_model_dir`]).
-pub fn resolve_model_dir(root: &Path, name: &str) -> Result<PathBuf, EmbedError> {
+pub fn resolve_model_dir(root: &Path, name: &str) -> Result<PathBuf, Error> {
     if let Some(dir) = std::env::var_os("CODE_INTEL_MODEL_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir));
     }
@@ -89,7 +90,7 @@ pub fn resolve_model_dir(root: &Path, name: &str) -> Result<PathBuf, EmbedError>
     if !name.is_empty() && as_path.is_dir() {
         return Ok(as_path);
     }
-    super::embed::named_model_dir(name).ok_or_else(|| EmbedError::ModelMissing(format!("{name} (HOME is not set)")))
+    super::embed::named_model_dir(name).ok_or_else(|| Error::ModelMissing(format!("{name} (HOME is not set)")))
 }
 
 impl Semantic {
@@ -124,11 +125,11 @@ impl Semantic {
     }
 
     /// The model and the Forest, loading them on first use.
-    pub fn loaded(&self) -> Result<Arc<Loaded>, EmbedError> {
+    pub fn loaded(&self) -> Result<Arc<Loaded>, Error> {
         self.loaded.get_or_init(|| self.load().map(Arc::new)).clone()
     }
 
-    fn load(&self) -> Result<Loaded, EmbedError> {
+    fn load(&self) -> Result<Loaded, Error> {
         let dir = self.model_dir.clone()?;
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         let embedder = Embedder::load(&dir, threads)?;
@@ -137,7 +138,7 @@ impl Semantic {
         hasher.update(&fingerprint).update(self.chunking.as_bytes());
         let forest_fingerprint = *hasher.finalize().as_bytes();
         let dim = embedder.dimension as u32;
-        let vector_error = |e: super::vectors::VectorError| EmbedError::Failed(e.to_string());
+        let vector_error = |e: Error| Error::Embedding(e.to_string());
         let forest = match Forest::load(&self.root, forest_fingerprint, dim) {
             Some(f) => f,
             None => Forest::new(forest_fingerprint, dim).map_err(vector_error)?,
@@ -170,7 +171,7 @@ impl Semantic {
         rebuild: bool,
         generation: u64,
         on_slice: &dyn Fn(usize, usize),
-    ) -> Result<SyncReport, SyncError> {
+    ) -> Result<SyncReport, Error> {
         let loaded = self.loaded()?;
         let _guard = self.sync_lock.lock().unwrap_or_else(|p| p.into_inner());
         run_sync(&loaded, &self.progress, repo, config, rebuild, on_slice).inspect(|_| {
@@ -294,7 +295,7 @@ impl Semantic {
 
     /// Vectors for `texts`, in order: those seen before from memory, the rest embedded now (as
     /// batch work, which lets a waiting query go first). Loads the model on first use.
-    pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
         let loaded = self.loaded()?;
         let keys: Vec<super::cache::Key> = texts.iter().map(|t| super::cache::key_of(t)).collect();
         let missing: Vec<usize> = {
@@ -313,9 +314,9 @@ impl Semantic {
         Ok(keys.iter().map(|k| known.get(k).cloned().unwrap_or_default()).collect())
     }
 
-    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, Error> {
         let loaded = self.loaded()?;
-        loaded.embedder.embed_now(&[text])?.into_iter().next().ok_or_else(|| EmbedError::Failed("no vector".into()))
+        loaded.embedder.embed_now(&[text])?.into_iter().next().ok_or_else(|| Error::Embedding("no vector".into()))
     }
 }
 
@@ -326,7 +327,7 @@ fn run_sync(
     config: &Config,
     rebuild: bool,
     on_slice: &dyn Fn(usize, usize),
-) -> Result<SyncReport, SyncError> {
+) -> Result<SyncReport, Error> {
     progress.running.store(true, Ordering::SeqCst);
     progress.embedding.store(false, Ordering::Relaxed);
     progress.done.store(0, Ordering::Relaxed);
@@ -354,7 +355,7 @@ fn run_sync(
 }
 
 /// The Map entries' vectors (by position): each entry is found by its query.
-fn map_vectors(loaded: &Loaded, entries: &[MapEntry]) -> Result<VectorIndex, SyncError> {
+fn map_vectors(loaded: &Loaded, entries: &[MapEntry]) -> Result<VectorIndex, Error> {
     let dim = loaded.embedder.dimension;
     let mut index = VectorIndex::new(dim as u32)?;
     let mut cache = loaded.cache.lock().unwrap_or_else(|p| p.into_inner());

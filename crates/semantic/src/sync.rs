@@ -15,9 +15,9 @@ use rayon::prelude::*;
 
 use super::cache::EmbeddingCache;
 use super::chunk::chunk_file;
-use super::embed::{EmbedError, Embedder};
+use super::embed::Embedder;
 use super::forest::{Forest, StoredChunk, embedding_text, key_of};
-use super::vectors::VectorError;
+use crate::Error;
 use code_intel_codebase::config::Config;
 use code_intel_codebase::lang::Lang;
 use code_intel_codebase::repo::Repo;
@@ -27,16 +27,6 @@ use code_intel_codebase::walk::{self, WalkOptions};
 const TEXT_EXTENSIONS: &[&str] = &["md", "markdown", "rst", "txt", "toml", "yaml", "yml", "sh", "bash", "sql", "proto"];
 /// Chunks embedded per slice; a slice is applied to the Forest at once.
 const SLICE_CHUNKS: usize = 128;
-
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error("{0}")]
-    Embed(#[from] EmbedError),
-    #[error("{0}")]
-    Vectors(#[from] VectorError),
-    #[error("cannot list the repository's files: {0}")]
-    Walk(String),
-}
 
 /// What a sync did.
 #[derive(Debug, Clone, Default, serde::Serialize, schemars::JsonSchema)]
@@ -106,11 +96,11 @@ pub struct SyncContext<'a> {
 }
 
 /// Brings the Forest up to date with the work tree; `on_slice(done, total)` after each slice.
-pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncReport, SyncError> {
+pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncReport, Error> {
     let started = Instant::now();
     let mut report = SyncReport::default();
     let walked = walk::walk(cx.repo, cx.config, cx.repo.root(), &WalkOptions::default())
-        .map_err(|e| SyncError::Walk(e.to_string()))?;
+        .map_err(|e| Error::Walk(e.to_string()))?;
     let sources = cx.config.source_prefixes(cx.repo.root());
     let candidates: Vec<walk::WalkedFile> = walked
         .files
@@ -240,7 +230,7 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
 /// Embeds what the cache does not hold for `slice`, then swaps its files into the Forest.
 /// Returns None, with nothing applied, when asked to stop between two batches; the vectors
 /// embedded so far stay in the cache, so the next sync does not embed them again.
-fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -> Result<Option<usize>, SyncError> {
+fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -> Result<Option<usize>, Error> {
     let dim = cx.embedder.dimension;
     let mut missing: Vec<(usize, usize)> = Vec::new(); // (file in slice, chunk in file)
     {
@@ -289,7 +279,7 @@ fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -
             match cache.get(&sc.key) {
                 Some(v) => flat.extend_from_slice(v),
                 None => {
-                    return Err(SyncError::Embed(EmbedError::Failed("a vector went missing from the cache".into())));
+                    return Err(Error::Embedding("a vector went missing from the cache".into()));
                 }
             }
         }

@@ -6,21 +6,10 @@
 
 use std::path::Path;
 
+use crate::Error;
 use faiss::FlatIndex;
 use faiss::selector::IdSelector;
 use faiss::{ConcurrentIndex, IdMap, Idx, Index, MetricType};
-
-#[derive(Debug, thiserror::Error)]
-pub enum VectorError {
-    #[error("faiss: {0}")]
-    Faiss(#[from] faiss::error::Error),
-    #[error("the vector index has dimension {found}, the model gives {expected}")]
-    Dimension { expected: u32, found: u32 },
-    #[error("the vector index is not an inner-product IDMap index")]
-    WrongKind,
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
 
 unsafe extern "C" {
     fn omp_set_num_threads(n: std::ffi::c_int);
@@ -67,7 +56,7 @@ pub struct VectorIndex {
 }
 
 impl VectorIndex {
-    pub fn new(dim: u32) -> Result<VectorIndex, VectorError> {
+    pub fn new(dim: u32) -> Result<VectorIndex, Error> {
         // The `IDMap,Flat` of the index factory, built directly so the type says it is flat.
         let index = IdMap::new(FlatIndex::new_ip(dim)?)?;
         Ok(VectorIndex { index, dim })
@@ -75,25 +64,23 @@ impl VectorIndex {
 
     /// Reads an index written by [`VectorIndex::write`]; anything else (a torn file, another
     /// dimension, another index type) is an error, so the caller rebuilds.
-    pub fn read(path: &Path, dim: u32) -> Result<VectorIndex, VectorError> {
+    pub fn read(path: &Path, dim: u32) -> Result<VectorIndex, Error> {
         let path = path.to_string_lossy().into_owned();
         let index = faiss::read_index(path)?;
         if index.metric_type() != MetricType::InnerProduct {
-            return Err(VectorError::WrongKind);
+            return Err(Error::WrongKind);
         }
-        let index = index
-            .into_id_map()
-            .and_then(|m| m.try_cast_inner_index::<FlatIndex>())
-            .map_err(|_| VectorError::WrongKind)?;
+        let index =
+            index.into_id_map().and_then(|m| m.try_cast_inner_index::<FlatIndex>()).map_err(|_| Error::WrongKind)?;
         if index.d() != dim {
-            return Err(VectorError::Dimension { expected: dim, found: index.d() });
+            return Err(Error::Dimension { expected: dim, found: index.d() });
         }
         Ok(VectorIndex { index, dim })
     }
 
     /// Writes the index to `path` through a temporary file and a rename, so a reader never sees
     /// half an index.
-    pub fn write(&self, path: &Path) -> Result<(), VectorError> {
+    pub fn write(&self, path: &Path) -> Result<(), Error> {
         let tmp = path.with_extension("faiss.tmp");
         faiss::write_index(&self.index, tmp.to_string_lossy())?;
         std::fs::rename(&tmp, path)?;
@@ -123,7 +110,7 @@ impl VectorIndex {
     }
 
     /// Adds `vectors` (concatenated, `dim` floats each) under `ids`.
-    pub fn add(&mut self, ids: &[u64], vectors: &[f32]) -> Result<(), VectorError> {
+    pub fn add(&mut self, ids: &[u64], vectors: &[f32]) -> Result<(), Error> {
         if ids.is_empty() {
             return Ok(());
         }
@@ -132,7 +119,7 @@ impl VectorIndex {
         Ok(())
     }
 
-    pub fn remove(&mut self, ids: &[u64]) -> Result<usize, VectorError> {
+    pub fn remove(&mut self, ids: &[u64]) -> Result<usize, Error> {
         if ids.is_empty() {
             return Ok(0);
         }
@@ -142,12 +129,12 @@ impl VectorIndex {
     }
 
     /// The `k` nearest ids to `query` with their inner products, best first.
-    pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>, VectorError> {
+    pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>, Error> {
         if self.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
         if query.len() != self.dim as usize {
-            return Err(VectorError::Dimension { expected: self.dim, found: query.len() as u32 });
+            return Err(Error::Dimension { expected: self.dim, found: query.len() as u32 });
         }
         set_openmp_threads(1);
         let k = k.min(self.len());
@@ -181,7 +168,7 @@ mod tests {
         index.write(&path).unwrap();
         let back = VectorIndex::read(&path, 3).unwrap();
         assert_eq!(back.ids(), vec![20, 30]);
-        assert!(matches!(VectorIndex::read(&path, 4), Err(VectorError::Dimension { .. })));
+        assert!(matches!(VectorIndex::read(&path, 4), Err(Error::Dimension { .. })));
         std::fs::write(&path, b"not an index").unwrap();
         assert!(VectorIndex::read(&path, 3).is_err());
     }
