@@ -13,14 +13,11 @@ fn main() -> ExitCode {
     // ONNX Runtime is loaded at run time from ORT_DYLIB_PATH; default to where scripts/model.sh
     // puts it.
     if std::env::var_os("ORT_DYLIB_PATH").is_none()
-        && let Some(home) = std::env::var_os("HOME")
+        && let Some(lib) = code_intel_semantic::embed::bundled_runtime()
     {
-        let lib = std::path::Path::new(&home).join(".cache/git-code-intel/model/libonnxruntime.so.1.31.1");
-        if lib.is_file() {
-            // SAFETY: nothing else runs yet (no threads have been started), so no one reads the
-            // environment concurrently.
-            unsafe { std::env::set_var("ORT_DYLIB_PATH", lib) };
-        }
+        // SAFETY: nothing else runs yet (no threads have been started), so no one reads the
+        // environment concurrently.
+        unsafe { std::env::set_var("ORT_DYLIB_PATH", lib) };
     }
     // Logs go to stderr, always: stdout belongs to MCP messages or command output.
     tracing_subscriber::fmt()

@@ -409,10 +409,10 @@ impl Sessions {
     /// Takes the operation lock for a change to the session or the repository, after finishing
     /// (or dropping) an operation a dead process left; what was done is reported with the next
     /// answer.
-    fn lock(&self, ws: &Workspace) -> SessionResult<code_intel_gitstate::journal::OperationLock> {
+    fn lock(&self, ws: &Workspace) -> SessionResult<code_intel_gitstate::lock::OperationLock> {
         let repo = gix::open(ws.repo.root())
             .map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))?;
-        let lock = code_intel_gitstate::journal::OperationLock::acquire(repo.git_dir())
+        let lock = code_intel_gitstate::lock::OperationLock::acquire(repo.git_dir())
             .map_err(|e| plain("git_error", &e.to_string()))?;
         let store = self.store()?;
         match code_intel_gitstate::journal::recover(&repo, ws.repo.root(), &session_writer(store)) {

@@ -183,7 +183,7 @@ impl SessionStore {
         message: &str,
     ) -> Result<(), StoreError> {
         let repo = self.repo();
-        let _lock = code_intel_gitstate::journal::OperationLock::acquire(repo.git_dir())?;
+        let _lock = code_intel_gitstate::lock::OperationLock::acquire(repo.git_dir())?;
         let name = session_ref(&checkpoint.orchestrator_state.session_id)?;
         let current = repo
             .try_find_reference(name.as_bstr())

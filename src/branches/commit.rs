@@ -49,7 +49,11 @@ pub fn plan_commit(
                 Some(None) => None,
                 None => c.old,
             };
-            after.push(Step::File { path: c.path.clone(), from: worktree::blob(c.new), to: worktree::blob(to) });
+            after.push(Step::File {
+                path: c.path.clone(),
+                from: code_intel_gitstate::journal::blob(c.new),
+                to: code_intel_gitstate::journal::blob(to),
+            });
             continue;
         }
         // The user's own uncommitted work, untouched by the task, stays uncommitted.

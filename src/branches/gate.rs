@@ -103,7 +103,7 @@ fn run_hook(repo: &gix::Repository, root: &Path, tree: ObjectId) -> Result<(), G
     let Some(hook) = hook_path(repo, root) else { return Ok(()) };
     let error = |e: String| GateRefusal::Error(format!("running {}: {e}", hook.display()));
     // The hook looks at the index: give it one holding exactly what is about to be committed.
-    let index_path = code_intel_gitstate::journal::state_dir(repo.git_dir()).join("commit-index");
+    let index_path = code_intel_gitstate::lock::state_dir(repo.git_dir()).join("commit-index");
     let mut index = repo.index_from_tree(&tree).map_err(|e| error(e.to_string()))?;
     index.set_path(&index_path);
     index.write(Default::default()).map_err(|e| error(e.to_string()))?;

@@ -43,12 +43,7 @@ pub fn get_function_at_line(ws: &Workspace, params: GetFunctionAtLineParams) -> 
         return Err(ws.tool_error(&msg::LINE_OUT_OF_RANGE, &[("line", &l), ("path", &src.rel), ("total", &t)]).into());
     }
     let line = line as u32;
-    let innermost = syntax
-        .symbols
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.kind.is_callable() && s.line <= line && line <= s.end_line)
-        .min_by_key(|(_, s)| s.end_line - s.line);
+    let innermost = syntax::innermost_at(&syntax.symbols, line, |s| s.kind.is_callable());
     let Some((index, function)) = innermost else {
         let l = line.to_string();
         return Err(ws.tool_error(&msg::NO_FUNCTION_AT_LINE, &[("path", &src.rel), ("line", &l)]).into());

@@ -275,12 +275,7 @@ fn symbol_at(ws: &Workspace, file: &str, line: usize) -> Option<String> {
     ws.with_index_for(&code_intel_codebase::index::refresh::Lookup::Paths(vec![file.to_owned()]), |index, _| {
         let f = index.file(file)?;
         let line = line as u32;
-        let s = f
-            .outline
-            .symbols
-            .iter()
-            .filter(|s| s.line <= line && line <= s.end_line)
-            .min_by_key(|s| s.end_line - s.line)?;
+        let (_, s) = code_intel_codebase::syntax::innermost_at(&f.outline.symbols, line, |_| true)?;
         Some(match &s.scope {
             Some(scope) => format!("{scope}.{}", s.name),
             None => s.name.clone(),

@@ -134,6 +134,16 @@ pub struct Symbol {
     pub exported: bool,
 }
 
+/// The innermost of `symbols` whose range holds `line` and that `keep` accepts (the one with
+/// the shortest range), with its index.
+pub fn innermost_at(symbols: &[Symbol], line: u32, keep: impl Fn(&Symbol) -> bool) -> Option<(usize, &Symbol)> {
+    symbols
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.line <= line && line <= s.end_line && keep(s))
+        .min_by_key(|(_, s)| s.end_line - s.line)
+}
+
 /// One identifier occurrence. `name` indexes [`FileSyntax::names`]; `enclosing` indexes
 /// [`FileSyntax::symbols`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,12 +1,6 @@
 //! Crash safety for what git-code-intel changes in a repository.
 //!
-//! **The operation lock.** Every write under `refs/code-intel/`, and every operation of several
-//! steps, holds an exclusive lock on `.git/code-intel/operation.lock` (a file lock the kernel
-//! drops when its process dies). It is re-entrant within a thread, and serializes the threads of
-//! one process and the processes on one repository. While it is held, a `.lock` file left under
-//! `refs/code-intel/` can only come from a process that died: it is removed.
-//!
-//! **The journal.** An operation of several steps (branch creation, the PRE_COMMIT and
+//! **The journal.** Taken under the operation lock ([`crate::lock`]), An operation of several steps (branch creation, the PRE_COMMIT and
 //! QUALITY_REVIEW commits, MERGE, branch choices) first writes what it will do to
 //! `.git/code-intel/operation.json`, atomically: one ref transaction (the decisive step, all or
 //! nothing), then idempotent steps (files brought from one version to another, the index
@@ -17,125 +11,19 @@
 //! Files of the work tree are written through a temporary file in the same directory and a
 //! rename, so a kill never leaves one missing or truncated.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use gix::ObjectId;
 use gix::objs::tree::EntryKind;
 use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
 
+use crate::atomic::{failpoint, write_atomically};
+use crate::lock::{OperationLock, lock_in_the_way};
 use crate::refs::{apply, delete, update};
 
-const DIR: &str = "code-intel";
-const LOCK_FILE: &str = "code-intel/operation.lock";
 const JOURNAL_FILE: &str = "code-intel/operation.json";
-/// How long to wait for another process's operation before giving up.
-const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
-
-// ---- The operation lock -------------------------------------------------------------------
-
-struct Held {
-    thread: std::thread::ThreadId,
-    depth: usize,
-    /// Kept open while held: closing it releases the lock.
-    _file: File,
-}
-
-static HELD: Mutex<Option<Held>> = Mutex::new(None);
-
-/// The operation lock, held until dropped.
-pub struct OperationLock {
-    _private: (),
-}
-
-impl OperationLock {
-    /// Takes the lock of the repository whose git directory is `git_dir`, waiting for another
-    /// process (or thread) that holds it.
-    pub fn acquire(git_dir: &Path) -> Result<OperationLock, crate::Error> {
-        let me = std::thread::current().id();
-        let started = Instant::now();
-        loop {
-            {
-                let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-                match held.as_mut() {
-                    Some(h) if h.thread == me => {
-                        h.depth += 1;
-                        return Ok(OperationLock { _private: () });
-                    }
-                    Some(_) => {}
-                    None => {
-                        let path = git_dir.join(LOCK_FILE);
-                        if let Some(dir) = path.parent() {
-                            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-                        }
-                        let file = std::fs::OpenOptions::new()
-                            .create(true)
-                            .truncate(false)
-                            .read(true)
-                            .write(true)
-                            .open(&path)
-                            .map_err(|e| format!("{}: {e}", path.display()))?;
-                        match file.try_lock() {
-                            Ok(()) => {
-                                *held = Some(Held { thread: me, depth: 1, _file: file });
-                                return Ok(OperationLock { _private: () });
-                            }
-                            Err(std::fs::TryLockError::WouldBlock) => {}
-                            Err(std::fs::TryLockError::Error(e)) => {
-                                return Err(crate::Error::Git(format!("{}: {e}", path.display())));
-                            }
-                        }
-                    }
-                }
-            }
-            if started.elapsed() > LOCK_TIMEOUT {
-                return Err(crate::Error::Git(format!(
-                    "another git-code-intel process has held {} for over {} s; if none is running, retry",
-                    git_dir.join(LOCK_FILE).display(),
-                    LOCK_TIMEOUT.as_secs()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for OperationLock {
-    fn drop(&mut self) {
-        let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = held.as_mut() {
-            h.depth -= 1;
-            if h.depth == 0 {
-                // Closing the file releases the lock.
-                *held = None;
-            }
-        }
-    }
-}
-
-/// Removes the `.lock` files of our own refs among `refs`. Call with the operation lock held:
-/// every git-code-intel process writes `refs/code-intel/*` and `refs/notes/code-intel` only while
-/// holding it, so such a lock belongs to a process that died.
-pub fn remove_stale_ref_locks(git_dir: &Path, refs: &[&str]) {
-    let ours = |n: &&&str| n.starts_with("refs/code-intel/") || **n == crate::notes::NOTES_REF;
-    for name in refs.iter().filter(ours) {
-        let lock = git_dir.join(format!("{name}.lock"));
-        if lock.exists() {
-            match std::fs::remove_file(&lock) {
-                Ok(()) => tracing::warn!("removed {}, left by a git-code-intel process that died", lock.display()),
-                Err(e) => tracing::warn!("cannot remove the stale {}: {e}", lock.display()),
-            }
-        }
-    }
-}
-
-/// The first `.lock` file of `refs` (or of the index) in the way, for an error message.
-pub fn lock_in_the_way(git_dir: &Path, refs: &[&str]) -> Option<PathBuf> {
-    refs.iter().map(|n| git_dir.join(format!("{n}.lock"))).find(|p| p.exists())
-}
 
 // ---- The journal ------------------------------------------------------------------------
 
@@ -348,7 +236,7 @@ fn remove_own_stale_locks(git_dir: &Path, journal: &Journal) {
             candidates.push(git_dir.join(format!("{name}.lock")));
         }
     }
-    candidates.push(git_dir.join(format!("{}.lock", crate::notes::NOTES_REF)));
+    candidates.push(git_dir.join(format!("{}.lock", crate::NOTES_REF)));
     for lock in candidates {
         let made_during = std::fs::metadata(&lock)
             .and_then(|m| m.modified())
@@ -431,61 +319,6 @@ fn run_step(repo: &gix::Repository, root: &Path, step: &Step) -> Result<Option<S
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file beside it and a rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = temp_beside(path);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
-/// The temporary file a write to `path` goes through: one name per path, so a write that runs
-/// again after a kill replaces the leftover.
-pub fn temp_beside(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.code-intel-tmp"))
-}
-
-/// The git directory's `code-intel/` folder.
-pub fn state_dir(git_dir: &Path) -> PathBuf {
-    git_dir.join(DIR)
-}
-
-/// Fault injection for the crash tests: when `CODE_INTEL_FAILPOINT` names this point (or
-/// `point#n`, the n-th time it is reached), the process kills itself with SIGKILL there. With
-/// `CODE_INTEL_FAILPOINT_TRACE` set to a file, every point reached is appended to it.
-pub fn failpoint(point: &str) {
-    static SPEC: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
-    static HITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    static TRACE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    let spec = SPEC.get_or_init(|| {
-        let v = std::env::var("CODE_INTEL_FAILPOINT").ok()?;
-        Some(match v.split_once('#') {
-            Some((p, n)) => (p.to_owned(), n.parse().unwrap_or(1)),
-            None => (v, 1),
-        })
-    });
-    if let Some(trace) = TRACE.get_or_init(|| std::env::var_os("CODE_INTEL_FAILPOINT_TRACE").map(PathBuf::from)) {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(trace) {
-            let _ = writeln!(f, "{point}");
-        }
-    }
-    let Some((name, n)) = spec else { return };
-    if name == point && HITS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == *n {
-        #[cfg(unix)]
-        // SAFETY: sends a signal to this process; nothing is touched afterwards.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-        }
-        std::process::abort();
-    }
-}
-
 mod hex {
     use gix::ObjectId;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -519,4 +352,27 @@ mod kind {
             _ => EntryKind::Blob,
         })
     }
+}
+
+impl crate::worktree::TreeMove {
+    /// The journal steps that carry out the move: each touched file from its old version to
+    /// its new one, then the index.
+    pub fn steps(&self) -> Vec<Step> {
+        let mut steps: Vec<Step> = self
+            .touched
+            .iter()
+            .map(|p| Step::File {
+                path: p.clone(),
+                from: blob(self.from.get(p).copied()),
+                to: blob(self.to.get(p).copied()),
+            })
+            .collect();
+        steps.push(Step::Index { tree: self.to_tree, differs: self.dirty.iter().cloned().collect() });
+        steps
+    }
+}
+
+/// A tree entry as the journal records it.
+pub fn blob(entry: Option<(ObjectId, EntryKind)>) -> Option<Blob> {
+    entry.map(|(id, kind)| Blob { id, kind })
 }

@@ -10,12 +10,17 @@
 // What this crate exports is its contract with the layers above: nothing public by accident.
 #![warn(unreachable_pub)]
 
+pub mod atomic;
 pub mod history;
 pub mod journal;
+pub mod lock;
 pub mod log;
 pub mod notes;
 pub mod refs;
 pub mod worktree;
+
+/// The ref of git-code-intel's notes (see [`notes`]).
+pub const NOTES_REF: &str = "refs/notes/code-intel";
 
 /// What can go wrong writing git state.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use gix::refs::transaction::PreviousValue;
 
 use crate::refs::{apply, ref_id, tree_of, update, write_commit_with};
 
-pub const NOTES_REF: &str = "refs/notes/code-intel";
+pub use crate::NOTES_REF;
 
 /// Attaches `text` to `commit` under `refs/notes/code-intel` (git's notes layout: a tree with
 /// one blob per annotated commit, named by its hex id), appending to any existing notes.

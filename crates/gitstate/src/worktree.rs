@@ -248,11 +248,11 @@ pub fn write_index(
 /// Bringing the work tree from one tree to another: only the files that differ are rewritten,
 /// and never over uncommitted work.
 pub struct TreeMove {
-    to_tree: ObjectId,
-    from: BTreeMap<String, (ObjectId, EntryKind)>,
-    to: BTreeMap<String, (ObjectId, EntryKind)>,
-    touched: BTreeSet<String>,
-    dirty: BTreeSet<String>,
+    pub(crate) to_tree: ObjectId,
+    pub(crate) from: BTreeMap<String, (ObjectId, EntryKind)>,
+    pub(crate) to: BTreeMap<String, (ObjectId, EntryKind)>,
+    pub(crate) touched: BTreeSet<String>,
+    pub(crate) dirty: BTreeSet<String>,
 }
 
 impl TreeMove {
@@ -274,27 +274,6 @@ impl TreeMove {
         }
         Ok(TreeMove { to_tree, from, to, touched, dirty })
     }
-
-    /// The journal steps that carry out the move: each touched file from its old version to
-    /// its new one, then the index.
-    pub fn steps(&self) -> Vec<crate::journal::Step> {
-        let mut steps: Vec<crate::journal::Step> = self
-            .touched
-            .iter()
-            .map(|p| crate::journal::Step::File {
-                path: p.clone(),
-                from: blob(self.from.get(p).copied()),
-                to: blob(self.to.get(p).copied()),
-            })
-            .collect();
-        steps.push(crate::journal::Step::Index { tree: self.to_tree, differs: self.dirty.iter().cloned().collect() });
-        steps
-    }
-}
-
-/// A tree entry as the journal records it.
-pub fn blob(entry: Option<(ObjectId, EntryKind)>) -> Option<crate::journal::Blob> {
-    entry.map(|(id, kind)| crate::journal::Blob { id, kind })
 }
 
 /// The work tree's differences from `tree`, with their contents stored as blobs: path → blob
@@ -335,7 +314,7 @@ pub fn restore(
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(crate::git)?;
             }
-            let tmp = crate::journal::temp_beside(&path);
+            let tmp = crate::atomic::temp_beside(&path);
             let _ = std::fs::remove_file(&tmp);
             if kind == EntryKind::Link {
                 #[cfg(unix)]
@@ -351,7 +330,7 @@ pub fn restore(
                 use std::os::unix::fs::PermissionsExt;
                 let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755));
             }
-            crate::journal::failpoint("file-written");
+            crate::atomic::failpoint("file-written");
             std::fs::rename(&tmp, &path).map_err(|e| {
                 let _ = std::fs::remove_file(&tmp);
                 crate::git(e)

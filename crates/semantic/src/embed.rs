@@ -35,12 +35,20 @@ pub fn named_model_dir(name: &str) -> Option<PathBuf> {
     model_cache().map(|cache| cache.join(name.to_lowercase()))
 }
 
+/// `CODE_INTEL_MODEL_DIR`, when set: the one model directory, whatever the config names.
+pub fn model_dir_override() -> Option<PathBuf> {
+    std::env::var_os("CODE_INTEL_MODEL_DIR").filter(|d| !d.is_empty()).map(PathBuf::from)
+}
+
 /// Where the default model is looked for: `CODE_INTEL_MODEL_DIR`, then the cache.
 pub fn default_model_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CODE_INTEL_MODEL_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    named_model_dir(DEFAULT_MODEL)
+    model_dir_override().or_else(|| named_model_dir(DEFAULT_MODEL))
+}
+
+/// The ONNX Runtime library `scripts/model.sh` puts in the model cache, used when
+/// `ORT_DYLIB_PATH` is not set.
+pub fn bundled_runtime() -> Option<PathBuf> {
+    model_cache().map(|cache| cache.join("libonnxruntime.so.1.31.1")).filter(|lib| lib.is_file())
 }
 
 pub struct Embedder {

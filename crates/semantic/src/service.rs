@@ -83,8 +83,8 @@ pub struct Semantic {
 /// relative to the repository) is used as it is; a name is looked up in the model cache that
 /// `scripts/model.sh` fills ([`super::embed::named_model_dir`]).
 pub fn resolve_model_dir(root: &Path, name: &str) -> Result<PathBuf, Error> {
-    if let Some(dir) = std::env::var_os("CODE_INTEL_MODEL_DIR").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
+    if let Some(dir) = super::embed::model_dir_override() {
+        return Ok(dir);
     }
     let as_path = root.join(name);
     if !name.is_empty() && as_path.is_dir() {
