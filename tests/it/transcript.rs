@@ -3,7 +3,7 @@
 //! compared with `tests/golden/transcript.json`, after the values that change from run to run
 //! (the temporary directory, session ids, commit ids, times) are replaced by placeholders. A
 //! refactoring that changes what an agent reads fails here; a deliberate change re-records the
-//! file with `GOLDEN_UPDATE=1 cargo test --test transcript` and shows up in review as its diff.
+//! file with `GOLDEN_UPDATE=1 cargo test --test it transcript` and shows up in review as its diff.
 //!
 //! Every successful answer is also validated against the outputSchema tools/list gave for its
 //! tool, so the session tools (submit_phase, check_write_target, add_explored_files,

@@ -2,7 +2,7 @@
 //!
 //! Code never names a contract path by hand: it names one of these keys, so a path that does
 //! not exist, or a placeholder left unfilled, is caught by the contract lint
-//! (`tests/contract_lint.rs`) and, at the call, by a debug assertion that the variables given
+//! (`tests/it/contract_lint.rs`) and, at the call, by a debug assertion that the variables given
 //! are exactly the ones declared here.
 
 /// What kind of answer a message is. The property test over `expected_payload_schema` relies on

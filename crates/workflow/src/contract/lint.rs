@@ -1,5 +1,5 @@
 //! The contract lint: reads a contract as the agent will, and reports text that would send it
-//! wrong. Run on the compiled-in contract by `tests/contract_lint.rs` (it must be clean), and on
+//! wrong. Run on the compiled-in contract by `tests/it/contract_lint.rs` (it must be clean), and on
 //! a project's override when it is loaded (its findings are logged as warnings).
 //!
 //! - every key of the [`super::catalogue`] exists, with exactly the placeholders the

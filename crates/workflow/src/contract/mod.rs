@@ -49,7 +49,7 @@ impl Contract {
     /// The compiled-in default contract.
     pub fn builtin() -> Contract {
         // The default is part of the binary and covered by tests; failing to parse it is a build defect.
-        let root = serde_yaml::from_str(DEFAULT_CONTRACT).expect("templates/phase_contract.yml is valid YAML");
+        let root = serde_yaml::from_str(DEFAULT_CONTRACT).expect("crates/workflow/phase_contract.yml is valid YAML");
         Contract { root }
     }
 

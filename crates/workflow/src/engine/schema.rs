@@ -6,7 +6,7 @@
 //! merged with the common fields, then made exact for the session at hand: the tools the phase
 //! requires, the next task's id and checklist, the task ids a verification may name, and the
 //! compaction_count to echo. A payload the schema accepts is never refused for its shape; the
-//! property test in `tests/payload_schema.rs` holds the server to that.
+//! property test in `tests/it/payload_schema.rs` holds the server to that.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
