@@ -221,7 +221,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             i32::from(!issues.is_empty())
         }
         Command::Clean { confirm } => {
-            let removed = match crate::session_store::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
+            let removed = match crate::session::store::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
                 Ok(n) => n,
                 Err(e) => {
                     eprintln!("error: {e}");

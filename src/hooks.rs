@@ -12,7 +12,7 @@
 use serde_json::Value;
 use std::io::Read;
 
-use crate::session_store::SessionStore;
+use crate::session::store::SessionStore;
 use crate::workspace::Workspace;
 use code_intel_codebase::repo::PathError;
 use code_intel_workflow::engine::phase::Phase;

@@ -14,7 +14,6 @@ pub mod init;
 pub mod manual;
 pub mod mcp;
 pub mod session;
-pub mod session_store;
 pub mod shell_guard;
 pub mod tools;
 pub mod workspace;

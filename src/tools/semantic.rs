@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolError, ToolResult, Workspace, given};
-use crate::session_store::SessionStore;
+use crate::session::store::SessionStore;
 use code_intel_semantic::chunk::Chunk;
 use code_intel_semantic::forest::ForestHit;
 use code_intel_semantic::learning::{self, SessionFacts};

@@ -1,0 +1,373 @@
+//! The git work the engine asks for (task branch, commit, merge, stale branches), carried out
+//! with the checkpoint as one journaled operation, and what the history keeps of a session.
+
+use super::*;
+
+/// A failed effect: nothing changed. The contract message of the failure, its placeholders,
+/// and what went wrong (for `details`).
+pub(super) struct EffectFailure {
+    pub(super) message: Msg,
+    pub(super) vars: Vec<(&'static str, String)>,
+    pub(super) details: String,
+}
+
+/// The plans below say a failure as (message, placeholders, details); `?` makes it one.
+impl From<(Msg, Vec<(&'static str, String)>, String)> for EffectFailure {
+    fn from((message, vars, details): (Msg, Vec<(&'static str, String)>, String)) -> EffectFailure {
+        EffectFailure { message, vars, details }
+    }
+}
+
+impl Sessions {
+    /// Carries out the engine's git work together with the checkpoint `step` carries, as one
+    /// journaled operation (see [`code_intel_gitstate::journal`]); returns the checkpoint as written. On
+    /// failure returns the contract message of the failure, its placeholders, and what went
+    /// wrong; nothing changed then.
+    pub(super) fn apply_effect(
+        &self,
+        ws: &Workspace,
+        effect: &Effect,
+        old_phase: Phase,
+        mut step: SessionStep,
+    ) -> Result<Checkpoint, EffectFailure> {
+        let root = ws.repo.root();
+        let store = self.store().map_err(|e| (msg::FINALIZE_FAILED, vec![], e.code_and_message().1.to_owned()))?;
+        let writer = session_writer(store);
+        let operate = |plan: &mut dyn FnMut(
+            &gix::Repository,
+            &mut SessionStep,
+        ) -> Result<code_intel_gitstate::journal::Journal, String>,
+                       step: &mut SessionStep| {
+            let result = code_intel_gitstate::journal::operate(root, &writer, |repo| {
+                let mut journal = plan(repo, step)?;
+                journal.session = Some(serde_json::to_value(&*step).map_err(|e| e.to_string())?);
+                Ok(((), journal))
+            });
+            match result {
+                Ok(((), recovered)) => {
+                    if let Some(r) = recovered {
+                        self.note_recovered(r);
+                    }
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        match effect {
+            Effect::CreateTaskBranch => {
+                let id = step.checkpoint.orchestrator_state.session_id.clone();
+                operate(
+                    &mut |repo, step| {
+                        let (branch, journal) = branches::plan_task_branch(repo, root, &id)?;
+                        adopt_into(&mut step.checkpoint.orchestrator_state, branch);
+                        Ok(journal)
+                    },
+                    &mut step,
+                )
+                .map_err(|e| (msg::BRANCH_CREATION_FAILED, vec![], e))?;
+            }
+            Effect::BranchChoice(choice) => {
+                let fail = |e: String| -> EffectFailure {
+                    (msg::BRANCH_OPERATION_FAILED, vec![("choice", choice.clone()), ("errors", e)], String::new())
+                        .into()
+                };
+                let stale = branches::stale::list(root).map_err(fail)?;
+                let current = stale.iter().find(|b| b.current).cloned();
+                match choice.as_str() {
+                    "delete" => {
+                        let names: Vec<String> = stale.iter().map(|b| b.branch.clone()).collect();
+                        operate(&mut |repo, _| Ok(branches::stale::plan_delete(repo, root, &names)?.1), &mut step)
+                            .map_err(fail)?;
+                    }
+                    "merge" => {
+                        let Some(cur) = current else {
+                            return Err(fail(
+                                "HEAD is not on an llm_task_* branch, so there is no current task branch to merge"
+                                    .into(),
+                            ));
+                        };
+                        let Some(base) = cur.base.clone() else {
+                            return Err(fail(format!("the base of {} is unknown", cur.branch)));
+                        };
+                        let id = step.checkpoint.orchestrator_state.session_id.clone();
+                        let note = serde_json::json!({"merged_stale_branch": cur.branch, "by_session": id}).to_string();
+                        let others: Vec<String> =
+                            stale.iter().filter(|b| b.branch != cur.branch).map(|b| b.branch.clone()).collect();
+                        operate(
+                            &mut |repo, _| {
+                                let planned =
+                                    branches::merge::plan_merge(repo, root, &cur.branch, &base, &note, &others);
+                                planned.map(|(_, journal)| journal).map_err(|e| e.to_string())
+                            },
+                            &mut step,
+                        )
+                        .map_err(fail)?;
+                    }
+                    _ => {
+                        // continue: keep working on the task branch HEAD is on. On no task
+                        // branch, READY makes a new one, as in a fresh session. Nothing moves,
+                        // so the checkpoint is written as any other.
+                        let st = &mut step.checkpoint.orchestrator_state;
+                        if let Some(cur) = current
+                            && let Some(base) = cur.base.clone()
+                        {
+                            adopt_into(st, branches::adopt(root, &cur.branch, &base).map_err(fail)?);
+                        }
+                        writer(&serde_json::to_value(&step).map_err(|e| fail(e.to_string()))?).map_err(fail)?;
+                    }
+                }
+            }
+            Effect::Commit { message, discard, keep_with_reason, gated } => {
+                let failure = match old_phase {
+                    Phase::QualityReview => msg::COMMIT_EXECUTION_FAILED,
+                    _ => msg::FINALIZE_FAILED,
+                };
+                let st = &step.checkpoint.orchestrator_state;
+                let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_commit.clone()) else {
+                    return Err((msg::PRE_COMMIT_NO_TASK_BRANCH, vec![], String::new()).into());
+                };
+                let base = gix::ObjectId::from_hex(base.as_bytes()).map_err(|e| (failure, vec![], e.to_string()))?;
+                let user_changes = user_changes_of(st);
+                let kept: std::collections::BTreeSet<String> = keep_with_reason.iter().cloned().collect();
+                let gate = branches::gate::CommitGate {
+                    rules: &ws.config.garbage,
+                    kept_with_reason: &kept,
+                    max_file_size: ws.config.max_file_size,
+                };
+                let refused: std::cell::RefCell<Option<branches::gate::GateRefusal>> = std::cell::RefCell::new(None);
+                let result = operate(
+                    &mut |repo, _| {
+                        let planned = branches::commit::plan_commit(
+                            repo,
+                            root,
+                            &task,
+                            base,
+                            message,
+                            discard,
+                            &user_changes,
+                            gated.then_some(&gate),
+                        );
+                        match planned {
+                            Ok((_, journal)) => Ok(journal),
+                            Err(branches::commit::CommitError::Gate(g)) => {
+                                let text = branches::commit::CommitError::Gate(g.clone()).to_string();
+                                *refused.borrow_mut() = Some(g);
+                                Err(text)
+                            }
+                            Err(e) => Err(e.to_string()),
+                        }
+                    },
+                    &mut step,
+                );
+                if let Err(e) = result {
+                    let failed: (Msg, Vec<(&'static str, String)>, String) = match refused.into_inner() {
+                        Some(branches::gate::GateRefusal::Garbage(lines)) => {
+                            (msg::GARBAGE_IN_COMMIT, vec![("findings", lines.join("; "))], String::new())
+                        }
+                        Some(branches::gate::GateRefusal::Hook { hook, output }) => {
+                            (msg::PRE_COMMIT_HOOK_FAILED, vec![("hook", hook)], output)
+                        }
+                        _ => (failure, vec![], e),
+                    };
+                    return Err(failed.into());
+                }
+            }
+            Effect::Merge => {
+                let st = &step.checkpoint.orchestrator_state;
+                let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_branch.clone()) else {
+                    return Err((msg::MERGE_NO_TASK_BRANCH, vec![], String::new()).into());
+                };
+                let exists = branches::open(root)
+                    .ok()
+                    .and_then(|r| branches::ref_id(&r, &format!("refs/heads/{task}")).ok().flatten());
+                if exists.is_none() {
+                    return Err((msg::MERGE_NO_TASK_BRANCH, vec![], format!("{task} is missing")).into());
+                }
+                let note = session_note(&step.checkpoint);
+                operate(
+                    &mut |repo, _| {
+                        let planned = branches::merge::plan_merge(repo, root, &task, &base, &note, &[]);
+                        planned.map(|(_, journal)| journal).map_err(|e| e.to_string())
+                    },
+                    &mut step,
+                )
+                .map_err(|e| (msg::MERGE_FAILED, vec![], e))?;
+            }
+        }
+        Ok(step.checkpoint)
+    }
+
+    /// `review_changes`: PRE_COMMIT only; every change from the base commit to the work tree.
+    pub fn review_changes(&self, ws: &Workspace) -> SessionResult<ReviewReply> {
+        let stored = self.require_active(ws)?;
+        let st = &stored.checkpoint.orchestrator_state;
+        if st.phase() != Phase::PreCommit {
+            return Err(contract_error(ws, &msg::REVIEW_PHASE_BLOCKED, &[("phase", st.phase().name())]));
+        }
+        let Some(task) = st.task_branch.clone() else {
+            return Err(contract_error(ws, &msg::REVIEW_TASK_BRANCH_NOT_ENABLED, &[]));
+        };
+        let (Some(base), Some(base_commit)) = (st.base_branch.clone(), st.base_commit.clone()) else {
+            return Err(contract_error(ws, &msg::REVIEW_NO_TASK_BRANCH, &[]));
+        };
+        let base_commit = gix::ObjectId::from_hex(base_commit.as_bytes())
+            .map_err(|_| contract_error(ws, &msg::REVIEW_NO_TASK_BRANCH, &[]))?;
+        let user_changes = user_changes_of(st);
+        let review = branches::review::review(
+            ws.repo.root(),
+            base_commit,
+            &base,
+            &task,
+            &ws.config.garbage,
+            &user_changes,
+            ws.config.max_file_size,
+        )
+        .map_err(|e| plain("review_failed", &e))?;
+        Ok(ReviewReply { success: true, review })
+    }
+
+    /// `cleanup_stale_branches`: merged task branches are deleted; unmerged ones only with
+    /// `confirm`, after a call without it has listed them. `merge` first merges the current task
+    /// branch into its base. The active session's own branch is never touched.
+    pub fn cleanup_stale_branches(&self, ws: &Workspace, action: &str, confirm: bool) -> SessionResult<CleanupReply> {
+        let root = ws.repo.root();
+        if !matches!(action, "delete" | "merge") {
+            return Err(invalid(ws, "action", "expected \"delete\" or \"merge\""));
+        }
+        let own = self.active(ws).ok().flatten().and_then(|s| s.checkpoint.orchestrator_state.task_branch);
+        let stale: Vec<branches::stale::StaleBranch> = branches::stale::list(root)
+            .map_err(|e| plain("git_error", &e))?
+            .into_iter()
+            .filter(|b| own.as_deref() != Some(b.branch.as_str()))
+            .collect();
+        let mut merged = Vec::new();
+        let mut kept = Vec::new();
+        let mut to_delete = Vec::new();
+        if action == "merge"
+            && let Some(cur) = stale.iter().find(|b| b.current)
+        {
+            let base = cur
+                .base
+                .clone()
+                .ok_or_else(|| plain("merge_failed", &format!("the base of {} is unknown", cur.branch)))?;
+            let note = serde_json::json!({"merged_stale_branch": cur.branch}).to_string();
+            branches::merge::merge_task(root, &cur.branch, &base, &note).map_err(|e| {
+                let m = ws.contract.error(&msg::MERGE_FAILED, &[]);
+                SessionError::Plain(Box::new(ErrorBody {
+                    error: m.error,
+                    message: m.message,
+                    details: Some(e.to_string()),
+                    ..ErrorBody::default()
+                }))
+            })?;
+            merged.push(cur.branch.clone());
+        }
+        for b in stale.iter().filter(|b| !merged.contains(&b.branch)) {
+            if b.ahead == 0 || confirm {
+                to_delete.push(b.branch.clone());
+            } else {
+                kept.push(KeptBranch {
+                    branch: b.branch.clone(),
+                    base: b.base.clone(),
+                    ahead: b.ahead,
+                    reason: format!(
+                        "unmerged: {} commit(s) not on its base; call again with confirm: true to delete them",
+                        b.ahead
+                    ),
+                });
+            }
+        }
+        branches::stale::delete_branches(root, &to_delete).map_err(|e| plain("git_error", &e))?;
+        Ok(CleanupReply { success: true, action: action.to_owned(), merged, deleted: to_delete, kept })
+    }
+}
+
+/// The checkpoint a journaled operation writes as its last step: on top of `previous`, or (with
+/// `finish`) ending the session.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct SessionStep {
+    pub(super) previous: String,
+    pub(super) checkpoint: Checkpoint,
+    pub(super) finish: bool,
+    pub(super) message: String,
+}
+
+/// Writes a journal's session step; does nothing when the session has moved on already (the
+/// step was written before a kill, or another process advanced the session).
+pub(super) fn session_writer(store: &SessionStore) -> impl Fn(&serde_json::Value) -> Result<(), String> + '_ {
+    move |value| {
+        let step: SessionStep = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+        let previous = gix::ObjectId::from_hex(step.previous.as_bytes()).map_err(|e| e.to_string())?;
+        let record = step.finish.then(|| history_record(&step.checkpoint, previous));
+        store.advance(previous, &step.checkpoint, record.as_ref(), &step.message).map_err(|e| e.to_string())
+    }
+}
+
+/// What `refs/code-intel/history` keeps of a finished session: its query, flags, tasks and
+/// counters, what it learned, and the evidence the Map learns from.
+pub(super) fn history_record(checkpoint: &Checkpoint, last_checkpoint: gix::ObjectId) -> serde_json::Value {
+    let state = &checkpoint.orchestrator_state;
+    serde_json::json!({
+        "session_id": state.session_id,
+        "intent": state.intent,
+        "query": state.query,
+        "flags": state.flags,
+        "created_at": state.created_at,
+        "completed_steps": state.completed_steps,
+        "tasks": state.tasks.iter().map(|t| serde_json::json!({"id": t.id, "status": t.status})).collect::<Vec<_>>(),
+        "counters": state.counters,
+        "forced_completion": state.forced_completion,
+        "learned": state.learned,
+        "evidence": code_intel_semantic::learning::evidence_of(state),
+        "last_checkpoint": last_checkpoint.to_string(),
+    })
+}
+
+/// The files the session's task changed (for PRE_COMMIT's review check); None when the session
+/// has no task branch or the work tree cannot be read (then the check is left to the commit).
+pub(super) fn task_changes(ws: &Workspace, st: &SessionState) -> Option<Vec<String>> {
+    let base = gix::ObjectId::from_hex(st.base_commit.as_deref()?.as_bytes()).ok()?;
+    branches::review::task_changes(ws.repo.root(), base, &user_changes_of(st)).ok()
+}
+
+/// Records a task branch (created or adopted) in the session.
+pub(super) fn adopt_into(st: &mut SessionState, b: branches::TaskBranch) {
+    st.task_branch = Some(b.name);
+    st.base_branch = Some(b.base);
+    st.base_commit = Some(b.base_commit.to_string());
+    st.user_changes = b.user_changes.into_iter().map(|(p, id)| (p, id.map(|i| i.to_string()))).collect();
+}
+
+/// The checkpoint's record of the user's own changes, with blob ids parsed.
+pub(super) fn user_changes_of(st: &SessionState) -> BTreeMap<String, Option<gix::ObjectId>> {
+    st.user_changes
+        .iter()
+        .map(|(p, id)| (p.clone(), id.as_ref().and_then(|i| gix::ObjectId::from_hex(i.as_bytes()).ok())))
+        .collect()
+}
+
+/// What the merge note records: the request, the tasks, the outcome and the phase summaries.
+pub(super) fn session_note(cp: &Checkpoint) -> String {
+    let st = &cp.orchestrator_state;
+    let note = serde_json::json!({
+        "session_id": st.session_id,
+        "query": st.query,
+        "intent": st.intent,
+        "tasks": st.tasks.iter().map(|t| serde_json::json!({"id": t.id, "description": t.description, "status": t.status,
+            "checklist": t.checklist})).collect::<Vec<_>>(),
+        "outcome": if st.forced_completion { "merged with unresolved quality issues" } else { "merged" },
+        "phase_summaries": cp.summaries(),
+    });
+    serde_json::to_string_pretty(&note).unwrap_or_default()
+}
+
+/// `YYYYMMDD_HHMMSS_` plus 8 hex digits of a hash of the time, the process and a counter, so
+/// two servers starting in the same second still differ (and creation is compare-and-swap).
+pub(super) fn new_session_id() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = chrono::Utc::now();
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let seed = format!("{}:{}:{n}", now.timestamp_nanos_opt().unwrap_or(0), std::process::id());
+    let hash = blake3::hash(seed.as_bytes()).to_hex();
+    format!("{}_{}", now.format("%Y%m%d_%H%M%S"), &hash.as_str()[..8])
+}

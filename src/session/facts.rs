@@ -1,0 +1,101 @@
+//! The facts the engine is given: evidence files, cited files, the documents of
+//! DOCUMENT_RESEARCH; and the checks of paths an agent names.
+
+use super::*;
+
+pub(super) fn check_repo_path(ws: &Workspace, repo_path: Option<&str>) -> SessionResult<()> {
+    let Some(p) = repo_path.map(str::trim).filter(|p| !p.is_empty() && *p != ".") else { return Ok(()) };
+    match ws.repo.resolve_relative(p) {
+        Ok(rel) if rel.is_empty() => Ok(()),
+        _ => Err(invalid(ws, "repo_path", &format!("this server serves {}; use \".\"", ws.repo.root().display()))),
+    }
+}
+
+pub(super) fn resolve_target(ws: &Workspace, file_path: &str) -> SessionResult<(String, bool)> {
+    if file_path.trim().is_empty() {
+        return Err(contract_error(ws, &msg::NO_FILE_PATH, &[]));
+    }
+    ws.repo.resolve_maybe_new(file_path).map_err(|e| match &e {
+        PathError::OutsideRepo { path } => {
+            let root = ws.repo.root().display().to_string();
+            contract_error(ws, &msg::PATH_OUTSIDE_REPO, &[("path", path), ("root", &root)])
+        }
+        PathError::GitDir { path } => contract_error(ws, &msg::PATH_IN_GIT_DIR, &[("path", path)]),
+        PathError::NotFound { path } => contract_error(ws, &msg::PATH_NOT_FOUND, &[("path", path)]),
+    })
+}
+
+/// Reads the files the payload's evidence names, confined to the repository.
+pub(super) fn evidence_facts(ws: &Workspace, payload: &Payload) -> BTreeMap<String, EvidenceFile> {
+    let mut out = BTreeMap::new();
+    for path in submit::evidence_paths(payload) {
+        let fact = match ws.repo.resolve(&path) {
+            Err(PathError::OutsideRepo { .. } | PathError::GitDir { .. }) => EvidenceFile::Outside,
+            Err(PathError::NotFound { .. }) => EvidenceFile::Missing,
+            Ok(abs) if !abs.is_file() => EvidenceFile::Missing,
+            Ok(abs) => match std::fs::read(&abs) {
+                Ok(bytes) if !code_intel_codebase::walk::looks_binary(&bytes) => {
+                    EvidenceFile::Lines(String::from_utf8_lossy(&bytes).lines().map(str::to_owned).collect())
+                }
+                _ => EvidenceFile::Missing,
+            },
+        };
+        out.insert(path, fact);
+    }
+    out
+}
+
+/// Files named in VERIFICATION's evidence or IMPACT_ANALYSIS's summary join the explored set.
+pub(super) fn add_cited_files(ws: &Workspace, data: &serde_json::Value, next: &mut Checkpoint) {
+    let mut strings = Vec::new();
+    collect_strings(data, &mut strings);
+    for s in strings {
+        for word in s.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')') {
+            let candidate = submit::normalize_rel(word.trim_matches(|c| c == '`' || c == '\'' || c == '"'));
+            if candidate.is_empty() || candidate.starts_with('/') || candidate.contains("..") {
+                continue;
+            }
+            if ws.repo.root().join(&candidate).is_file() {
+                next.orchestrator_state.explored_files.insert(candidate);
+            }
+        }
+    }
+}
+
+pub(super) fn collect_strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| collect_strings(x, out)),
+        _ => {}
+    }
+}
+
+/// The documents to read, when `response` is DOCUMENT_RESEARCH's.
+pub(super) fn documents_for(ws: &Workspace, response: &PhaseResponse, query: &str) -> Option<DocumentResearch> {
+    (response.phase == Phase::DocumentResearch.name()).then(|| research(ws, query))
+}
+
+/// DOCUMENT_RESEARCH's ranking: BM25, plus the embedding model when one is installed.
+pub(super) fn research(ws: &Workspace, query: &str) -> DocumentResearch {
+    let embed = |texts: &[String]| ws.semantic.embed_texts(texts).ok();
+    let embed: Option<context::docs::Embed> = ws.semantic.available().then_some(&embed);
+    context::docs::research(&ws.repo, &ws.config, &ProjectContext::load(ws.repo.root()), query, embed)
+}
+
+/// DOCUMENT_RESEARCH's facts: which reviewed documents do not exist, and what must_read named.
+pub(super) fn document_facts(ws: &Workspace, payload: &Payload, query: &str) -> Option<DocumentFacts> {
+    let Body::DocumentResearch(p) = &payload.body else { return None };
+    let missing = p
+        .documents_reviewed
+        .iter()
+        .flatten()
+        .filter(|d| {
+            let path = code_intel_workflow::engine::submit::document_path(d);
+            path.is_empty() || !ws.repo.resolve(&path).is_ok_and(|abs| abs.is_file())
+        })
+        .cloned()
+        .collect();
+    let research = research(ws, query);
+    Some(DocumentFacts { missing, must_read: research.must_read.into_iter().map(|m| m.path).collect() })
+}

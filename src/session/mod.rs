@@ -1,0 +1,426 @@
+//! The session adapter: runs the pure [`code_intel_workflow::engine`] against the git-stored session.
+//!
+//! Every operation reads the active session from `refs/code-intel/*` ([`crate::session::store`]),
+//! gathers the facts the engine needs (the tools this process served in the current phase,
+//! the evidence files, the work tree), calls the engine, carries out its effect, and writes the
+//! next checkpoint with a compare-and-swap. The git ref is the source of truth, so a restarted
+//! server resumes where the last one stopped and two servers cannot both advance a session.
+//!
+//! Answers are typed; the MCP server and the CLI serialize them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::branches;
+use crate::context::docs::DocumentResearch;
+use crate::context::{self, CONTEXT_FILE, ProjectContext, ProjectRules};
+use crate::session::store::{SessionStore, StoreError, Stored};
+use crate::workspace::Workspace;
+use code_intel_codebase::repo::PathError;
+use code_intel_workflow::contract::catalogue::{self as msg, Msg};
+use code_intel_workflow::engine::evidence::EvidenceFile;
+use code_intel_workflow::engine::payload::{self, Body, Payload};
+use code_intel_workflow::engine::phase::{self, Phase};
+use code_intel_workflow::engine::response::{self, PhaseResponse, Refusal, SessionStatus};
+use code_intel_workflow::engine::state::{Checkpoint, Flags, GateLevel, Intent, SessionState};
+use code_intel_workflow::engine::submit::{self, DocumentFacts, Effect, Facts, StartParams};
+use code_intel_workflow::engine::{self as engine_api, WriteAllowed};
+
+mod effects;
+mod facts;
+mod replies;
+pub mod store;
+
+use effects::*;
+use facts::*;
+pub use replies::*;
+use replies::{contract_error, invalid, plain, store_error};
+
+/// The tools this process served, and the files their answers showed, in one phase of one
+/// session.
+#[derive(Debug, Default)]
+struct ToolRecord {
+    session_id: String,
+    step_key: String,
+    tools: BTreeSet<String>,
+    files: BTreeSet<String>,
+}
+
+pub struct Sessions {
+    store: Result<SessionStore, String>,
+    record: Mutex<ToolRecord>,
+    /// What the last recovery did, until an answer reports it.
+    recovered: Mutex<Option<String>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StartRequest {
+    pub intent: String,
+    pub query: String,
+    pub repo_path: Option<String>,
+    pub gate_level: Option<String>,
+    pub flags: Flags,
+}
+
+impl Sessions {
+    pub fn open(ws: &Workspace) -> Sessions {
+        let store = SessionStore::open(ws.repo.root()).map_err(|e| e.to_string());
+        Sessions { store, record: Mutex::new(ToolRecord::default()), recovered: Mutex::new(None) }
+    }
+
+    fn store(&self) -> SessionResult<&SessionStore> {
+        self.store.as_ref().map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))
+    }
+
+    fn active(&self, ws: &Workspace) -> SessionResult<Option<Stored>> {
+        match self.store()?.active() {
+            Ok(s) => Ok(s),
+            Err(StoreError::Corrupt(e)) => {
+                tracing::warn!("checkpoint unreadable: {e}");
+                Err(contract_error(ws, &msg::CHECKPOINT_RESTORE_FAILED, &[]))
+            }
+            Err(StoreError::UnknownPhase(phase)) => Err(contract_error(ws, &msg::UNKNOWN_PHASE, &[("phase", &phase)])),
+            Err(e) => Err(plain("git_error", &e.to_string())),
+        }
+    }
+
+    fn require_active(&self, ws: &Workspace) -> SessionResult<Stored> {
+        self.active(ws)?.ok_or_else(|| contract_error(ws, &msg::NO_ACTIVE_SESSION, &[]))
+    }
+
+    pub fn start(&self, ws: &Workspace, req: StartRequest) -> SessionResult<SessionReply> {
+        let store = self.store()?;
+        let _lock = self.lock(ws)?;
+        let Some(intent) = Intent::parse(&req.intent) else {
+            return Err(invalid(ws, "intent", "expected IMPLEMENT, MODIFY, INVESTIGATE or QUESTION"));
+        };
+        if req.query.trim().is_empty() {
+            return Err(invalid(ws, "query", "the user's request is required"));
+        }
+        let mut flags = req.flags;
+        flags.gate_level = match req.gate_level.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            None => GateLevel::Auto,
+            Some(g) => GateLevel::parse(g).ok_or_else(|| invalid(ws, "gate_level", "expected auto (a) or full (f)"))?,
+        };
+        check_repo_path(ws, req.repo_path.as_deref())?;
+        let mut notes = Vec::new();
+        let context = ProjectContext::load(ws.repo.root());
+        if !flags.no_doc_research {
+            if !context.doc_research_enabled {
+                flags.no_doc_research = true;
+                notes.push(ws.contract.message(&msg::DOC_RESEARCH_DISABLED, &[("path", CONTEXT_FILE)]));
+            } else if context::docs::candidates(&ws.repo, &ws.config, &context).is_empty() {
+                flags.no_doc_research = true;
+                let docs_path = context.docs_path.join(", ");
+                notes.push(
+                    ws.contract
+                        .message(&msg::DOC_RESEARCH_NO_DOCUMENTS, &[("docs_path", &docs_path), ("path", CONTEXT_FILE)]),
+                );
+            }
+        }
+        if let Some(existing) = self.active(ws)? {
+            let st = &existing.checkpoint.orchestrator_state;
+            let m = ws.contract.error(&msg::CHECKPOINT_RECOVERY, &[]);
+            return Err(SessionError::Plain(Box::new(ErrorBody {
+                error: "recovery_available".into(),
+                message: m.message,
+                recovery_available: Some(true),
+                session_id: Some(st.session_id.clone()),
+                phase: Some(st.phase().name()),
+                step: Some(st.phase_state.step),
+                ..ErrorBody::default()
+            })));
+        }
+        let stale = match store.task_branches() {
+            Ok(b) => !b.is_empty(),
+            Err(e) => {
+                let code = ws.contract.error_code(&msg::BRANCH_SETUP_FAILED);
+                return Err(plain(&code, &format!("Cannot read the task branches: {e}")));
+            }
+        };
+        let (checkpoint, response) = submit::start(
+            &ws.contract,
+            StartParams {
+                session_id: new_session_id(),
+                intent,
+                query: req.query.trim().to_owned(),
+                flags,
+                created_at: chrono::Utc::now().to_rfc3339(),
+                stale_branches: stale,
+            },
+        );
+        let stale_branches = stale.then(|| branches::stale::list(ws.repo.root()).unwrap_or_default());
+        match store.create(&checkpoint) {
+            Ok(_) => {
+                self.reset_record(&checkpoint);
+                let documents = documents_for(ws, &response, &checkpoint.orchestrator_state.query);
+                Ok(SessionReply {
+                    response,
+                    stale_branches,
+                    task_branch: None,
+                    recovered: self.take_recovered(),
+                    project_rules: Some(context::project_rules(ws.repo.root(), &ws.contract)),
+                    documents,
+                    notes,
+                })
+            }
+            Err(StoreError::Busy(other)) => Err(contract_error(ws, &msg::SESSION_ACTIVE, &[("session_id", &other)])),
+            Err(e) => Err(store_error(ws, e)),
+        }
+    }
+
+    /// submit_phase. `data` is the payload object, or a string holding one.
+    pub fn submit(&self, ws: &Workspace, data: serde_json::Value) -> SessionResult<SessionReply> {
+        let data = match data {
+            serde_json::Value::String(text) => serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| contract_error(ws, &msg::INVALID_DATA, &[("error", &e.to_string())]))?,
+            other => other,
+        };
+        // One submit at a time per repository, across processes; an operation a dead process
+        // left is finished (or dropped) first.
+        let _lock = self.lock(ws)?;
+        let stored = self.require_active(ws)?;
+        let mut checkpoint = stored.checkpoint.clone();
+        self.merge_record(&mut checkpoint);
+        let refused = SessionError::Refused;
+        // Decoding first tells which evidence files to read; a payload that does not decode is
+        // refused by submit_value with the same rules.
+        let changed_files = (checkpoint.orchestrator_state.phase() == Phase::PreCommit)
+            .then(|| task_changes(ws, &checkpoint.orchestrator_state))
+            .flatten();
+        let facts = |payload: Option<&Payload>| Facts {
+            evidence: payload.map(|p| evidence_facts(ws, p)).unwrap_or_default(),
+            semantic_available: ws.semantic.available(),
+            changed_files: changed_files.clone(),
+            documents: payload.and_then(|p| document_facts(ws, p, &checkpoint.orchestrator_state.query)),
+        };
+        let decoded = payload::decode(checkpoint.orchestrator_state.phase(), &data).ok();
+        let accepted = match (&decoded, checkpoint.orchestrator_state.is_complete()) {
+            (Some(p), false) => submit::submit(&ws.contract, &checkpoint, p, &facts(Some(p))),
+            _ => submit::submit_value(&ws.contract, &checkpoint, &data, &facts(None)),
+        }
+        .map_err(refused)?;
+        let old_phase = checkpoint.orchestrator_state.phase();
+        let mut next = accepted.session;
+        if matches!(old_phase, Phase::Verification | Phase::ImpactAnalysis) {
+            add_cited_files(ws, &data, &mut next);
+        }
+        let store = self.store()?;
+        let message = if next.orchestrator_state.is_complete() {
+            "finish".to_owned()
+        } else {
+            format!(
+                "{} -> {}",
+                phase::summary_key(old_phase, checkpoint.orchestrator_state.ready_step()),
+                phase::summary_key(next.orchestrator_state.phase(), next.orchestrator_state.ready_step())
+            )
+        };
+        let result = match &accepted.effect {
+            // Git work and the checkpoint that records it are one journaled operation.
+            Some(effect) => {
+                let step = SessionStep {
+                    previous: stored.commit.to_string(),
+                    checkpoint: next.clone(),
+                    finish: next.orchestrator_state.is_complete(),
+                    message,
+                };
+                match self.apply_effect(ws, effect, old_phase, step) {
+                    Ok(done) => {
+                        next = done;
+                        Ok(())
+                    }
+                    Err(EffectFailure { message: key, vars, details }) => {
+                        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                        let mut r = response::refusal(&ws.contract, &checkpoint, key, &vars);
+                        if !details.is_empty() {
+                            r.details = Some(details);
+                        }
+                        return Err(refused(r));
+                    }
+                }
+            }
+            None if next.orchestrator_state.is_complete() => {
+                store.finish(stored.commit, &next, &history_record(&next, stored.commit))
+            }
+            None => store.save(stored.commit, &next, &message).map(|_| ()),
+        };
+        match result {
+            Ok(()) => {
+                self.reset_record(&next);
+                let documents = documents_for(ws, &accepted.response, &next.orchestrator_state.query);
+                Ok(SessionReply {
+                    response: accepted.response,
+                    stale_branches: None,
+                    task_branch: next.orchestrator_state.task_branch.clone(),
+                    recovered: self.take_recovered(),
+                    project_rules: None,
+                    documents,
+                    notes: Vec::new(),
+                })
+            }
+            Err(e) => Err(store_error(ws, e)),
+        }
+    }
+
+    /// Takes the operation lock for a change to the session or the repository, after finishing
+    /// (or dropping) an operation a dead process left; what was done is reported with the next
+    /// answer.
+    fn lock(&self, ws: &Workspace) -> SessionResult<code_intel_gitstate::lock::OperationLock> {
+        let repo = gix::open(ws.repo.root())
+            .map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))?;
+        let lock = code_intel_gitstate::lock::OperationLock::acquire(repo.git_dir())
+            .map_err(|e| plain("git_error", &e.to_string()))?;
+        let store = self.store()?;
+        match code_intel_gitstate::journal::recover(&repo, ws.repo.root(), &session_writer(store)) {
+            Ok(Some(report)) => self.note_recovered(report),
+            Ok(None) => {}
+            Err(e) => return Err(plain("git_error", &format!("an interrupted operation could not be finished: {e}"))),
+        }
+        Ok(lock)
+    }
+
+    /// Finishes an operation a dead process left, if any (server start, CLI commands).
+    pub fn recover(&self, ws: &Workspace) -> Option<String> {
+        drop(self.lock(ws).ok()?);
+        self.recovered.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn note_recovered(&self, report: String) {
+        let mut r = self.recovered.lock().unwrap_or_else(|p| p.into_inner());
+        *r = Some(match r.take() {
+            Some(earlier) => format!("{earlier}; {report}"),
+            None => report,
+        });
+    }
+
+    fn take_recovered(&self) -> Option<String> {
+        self.recovered.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    pub fn status(&self, ws: &Workspace, repo_path: Option<&str>, discard_active: bool) -> SessionResult<StatusReply> {
+        check_repo_path(ws, repo_path)?;
+        // A resumed agent starts here: finish what a killed process left first.
+        drop(self.lock(ws)?);
+        if discard_active {
+            *self.record.lock().unwrap_or_else(|p| p.into_inner()) = ToolRecord::default();
+        }
+        let Some(stored) = self.active(ws)? else {
+            return Ok(StatusReply::Inactive(InactiveStatus {
+                success: true,
+                active: false,
+                message: ws.contract.message(&msg::NO_ACTIVE_SESSION_SHORT, &[]),
+            }));
+        };
+        let mut checkpoint = stored.checkpoint;
+        self.merge_record(&mut checkpoint);
+        let status = response::status(&ws.contract, &checkpoint);
+        let documents = documents_for(ws, &status.response, &checkpoint.orchestrator_state.query);
+        Ok(StatusReply::Active(Box::new(ActiveStatus {
+            status,
+            active: true,
+            checkpoint: stored.commit.to_string(),
+            project_rules: context::project_rules(ws.repo.root(), &ws.contract),
+            documents,
+        })))
+    }
+
+    pub fn check_write_target(
+        &self,
+        ws: &Workspace,
+        file_path: &str,
+        allow_new_files: bool,
+    ) -> SessionResult<WriteCheck> {
+        let stored = self.require_active(ws)?;
+        let (rel, exists) = resolve_target(ws, file_path)?;
+        let mut checkpoint = stored.checkpoint;
+        self.merge_record(&mut checkpoint);
+        match engine_api::check_write(&ws.contract, &checkpoint.orchestrator_state, &rel, exists, allow_new_files) {
+            Ok(why) => Ok(WriteCheck {
+                success: true,
+                allowed: true,
+                file: rel,
+                exists,
+                reason: match why {
+                    WriteAllowed::Explored => "explored",
+                    WriteAllowed::NewFileInExploredDirectory => "new file in an explored directory",
+                },
+            }),
+            Err(m) => Err(SessionError::Plain(Box::new(ErrorBody {
+                error: m.error,
+                message: m.message,
+                allowed: Some(false),
+                file: Some(rel),
+                phase: Some(checkpoint.orchestrator_state.phase().name()),
+                hint: Some(ws.contract.message(&msg::PHASE_BLOCKED_HINT, &[])),
+                ..ErrorBody::default()
+            }))),
+        }
+    }
+
+    pub fn add_explored_files(&self, ws: &Workspace, files: &[String]) -> SessionResult<ExploredAdded> {
+        let _lock = self.lock(ws)?;
+        let stored = self.require_active(ws)?;
+        let mut checkpoint = stored.checkpoint.clone();
+        engine_api::check_add_explored(&ws.contract, &checkpoint.orchestrator_state, files)
+            .map_err(|m| plain(&m.error, &m.message))?;
+        let mut added = Vec::new();
+        for f in files.iter().filter(|f| !f.trim().is_empty()) {
+            let (rel, _) = resolve_target(ws, f)?;
+            if checkpoint.orchestrator_state.explored_files.insert(rel.clone()) {
+                added.push(rel);
+            }
+        }
+        let store = self.store()?;
+        match store.save(stored.commit, &checkpoint, "add explored files") {
+            Ok(_) => Ok(ExploredAdded {
+                success: true,
+                added,
+                explored_files: checkpoint.orchestrator_state.explored_files.len(),
+            }),
+            Err(e) => Err(store_error(ws, e)),
+        }
+    }
+
+    /// Notes that `tool` was served for the active session's current phase, and the files its
+    /// answer showed the content or symbols of (see [`code_intel_workflow::engine::registry`]): they count as
+    /// explored. Without an active session there is nothing to record.
+    pub fn record_tool(&self, ws: &Workspace, tool: &str, revealed: Vec<String>) {
+        let Ok(store) = &self.store else { return };
+        let Ok(Some(stored)) = store.active() else { return };
+        let st = &stored.checkpoint.orchestrator_state;
+        let key = phase::summary_key(st.phase(), st.ready_step());
+        let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        if record.session_id != st.session_id || record.step_key != key {
+            *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
+        }
+        record.tools.insert(tool.to_owned());
+        for f in revealed {
+            let rel = submit::normalize_rel(&f);
+            if !rel.is_empty() && ws.repo.root().join(&rel).is_file() {
+                record.files.insert(rel);
+            }
+        }
+    }
+
+    fn merge_record(&self, checkpoint: &mut Checkpoint) {
+        let st = &mut checkpoint.orchestrator_state;
+        let key = phase::summary_key(st.phase(), st.ready_step());
+        let record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        if record.session_id == st.session_id && record.step_key == key {
+            st.tools_called.extend(record.tools.iter().cloned());
+            st.explored_files.extend(record.files.iter().cloned());
+        }
+    }
+
+    fn reset_record(&self, checkpoint: &Checkpoint) {
+        let st = &checkpoint.orchestrator_state;
+        let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        let key = phase::summary_key(st.phase(), st.ready_step());
+        if record.session_id != st.session_id || record.step_key != key {
+            *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
+        }
+    }
+}
