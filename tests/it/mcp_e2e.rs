@@ -56,9 +56,27 @@ async fn lists_every_tool_of_the_registry_with_its_annotations() {
         assert_eq!(a.open_world_hint, Some(false), "{}", tool.name);
         assert!(tool.output_schema.is_some(), "{} has no outputSchema", tool.name);
     }
-    for writer in ["query", "record_outcome", "sync_index", "submit_phase", "start_session"] {
+    // Independently of the registry: what each of these tools changes, written out here.
+    for writer in [
+        "query",
+        "record_outcome",
+        "sync_index",
+        "submit_phase",
+        "start_session",
+        "add_explored_files",
+        "update_context",
+        "cleanup_stale_branches",
+    ] {
         let t = tools.iter().find(|t| t.name == writer).unwrap();
         assert_eq!(t.annotations.as_ref().and_then(|a| a.read_only_hint), Some(false), "{writer} writes");
+    }
+    for destroyer in ["submit_phase", "cleanup_stale_branches"] {
+        let t = tools.iter().find(|t| t.name == destroyer).unwrap();
+        assert_eq!(
+            t.annotations.as_ref().and_then(|a| a.destructive_hint),
+            Some(true),
+            "{destroyer} deletes branches or rewrites files"
+        );
     }
     let search = tools.iter().find(|t| t.name == "search_text").unwrap();
     let props = search.input_schema.get("properties").and_then(Value::as_object).unwrap();
