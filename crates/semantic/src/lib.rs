@@ -5,8 +5,13 @@
 //!   [`lexical`]: BM25; [`forest`]: chunks + vectors + BM25, persisted; [`sync`]: incremental sync.
 //! - [`map`]: learned success patterns in `refs/code-intel/map`; [`learning`]: what a successful
 //!   session teaches it.
-//! - [`service`]: one repository's semantic state (lazy model, background sync, Map index).
+//! - [`service`]: one repository's semantic state (lazy model, background sync, Map index);
+//!   [`loaded`]: the model once loaded, with the Forest and the cache keyed by it.
 //! - [`share`]: the embedding cache shared through `refs/code-intel/forest`.
+//! - [`Error`]: the one error type.
+//!
+//! It may use the workflow, gitstate and codebase crates; it must not know MCP, clap, sessions
+//! or the binary crate's tools.
 
 // What this crate exports is its contract with the layers above: nothing public by accident.
 #![warn(unreachable_pub)]
@@ -18,6 +23,7 @@ pub mod error;
 pub mod forest;
 pub mod learning;
 pub mod lexical;
+pub mod loaded;
 pub mod map;
 pub mod service;
 pub mod share;

@@ -30,19 +30,7 @@ pub fn sync_wait() -> Duration {
         .map_or(Duration::from_secs(2), Duration::from_millis)
 }
 
-/// The model, ready: the embedder and what its vectors are stored with.
-pub struct Loaded {
-    pub embedder: Embedder,
-    /// The model directory's name (`all-minilm-l6-v2-int8`), as reports show it.
-    pub model: String,
-    /// The model's: what cached vectors are keyed with.
-    pub fingerprint: [u8; 32],
-    /// The model's and the chunking's (`chunk_strategy`, `chunk_max_tokens`): a Forest made
-    /// with another is rebuilt (from the cache, so nothing unchanged is embedded again).
-    pub forest_fingerprint: [u8; 32],
-    pub forest: RwLock<Forest>,
-    pub cache: Mutex<EmbeddingCache>,
-}
+pub use crate::loaded::Loaded;
 
 #[derive(Default)]
 struct MapIndex {

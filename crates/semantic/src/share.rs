@@ -26,7 +26,7 @@ use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
 
 use super::cache::Key;
-use super::service::Loaded;
+use crate::loaded::Loaded;
 use code_intel_gitstate::refs::{apply, update, write_commit};
 
 pub const FOREST_REF: &str = "refs/code-intel/forest";
