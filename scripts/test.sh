@@ -10,6 +10,8 @@ bash scripts/setup.sh
 eval "$(bash scripts/model.sh)"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+# What may import what (docs/ARCHITECTURE.md), and a workflow crate free of native builds.
+bash scripts/layers.sh
 cargo test --locked
 # The docs are part of the map: a broken intra-doc link (a renamed item, a crate that moved) fails.
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --document-private-items

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The layering of docs/ARCHITECTURE.md ("What may import what"), checked: each crate's direct
+# dependencies among our own crates must be exactly the allowed ones, and the pure workflow
+# crate must not pull in native builds (faiss, ONNX Runtime, cmake) or git, even for its tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ours() {
+    cargo tree --locked --offline -p "$1" -e normal --depth 1 --prefix none 2>/dev/null |
+        tail -n +2 | awk '{print $1}' | { grep -E '^(code-intel-|git-code-intel$)' || true; } | sort -u | tr '\n' ' ' | sed 's/ $//'
+}
+status=0
+check() {
+    local crate=$1 allowed=$2 found
+    found=$(ours "$crate")
+    if [ "$found" != "$allowed" ]; then
+        echo "layers: $crate depends on [$found]; docs/ARCHITECTURE.md allows [$allowed]" >&2
+        status=1
+    fi
+}
+check code-intel-workflow ""
+check code-intel-gitstate ""
+check code-intel-codebase "code-intel-workflow"
+check code-intel-semantic "code-intel-codebase code-intel-gitstate code-intel-workflow"
+heavy=$(cargo tree --locked --offline -p code-intel-workflow -e normal,build,dev --prefix none 2>/dev/null |
+    awk '{print $1}' | grep -E '^(faiss|faiss-sys|ort|ort-sys|fastembed|cmake|gix|tree-sitter.*)$' | sort -u | tr '\n' ' ' || true)
+if [ -n "$heavy" ]; then
+    echo "layers: the workflow crate pulls in $heavy; it must build without native code or git" >&2
+    status=1
+fi
+[ "$status" = 0 ] && echo "layers: every crate imports only what docs/ARCHITECTURE.md allows"
+exit "$status"
