@@ -9,6 +9,7 @@
 pub mod branches;
 pub mod cli;
 pub mod context;
+pub mod error;
 pub mod hooks;
 pub mod init;
 pub mod manual;
@@ -17,3 +18,5 @@ pub mod session;
 pub mod shell_guard;
 pub mod tools;
 pub mod workspace;
+
+pub use error::Error;

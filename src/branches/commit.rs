@@ -7,7 +7,8 @@ use std::path::Path;
 
 use gix::ObjectId;
 
-use super::gate::{self, CommitGate, GateRefusal};
+use super::gate::{self, CommitGate};
+use crate::Error;
 use code_intel_gitstate::journal::{Journal, RefChange, RefValue, Step};
 use code_intel_gitstate::refs::write_commit_with;
 use code_intel_gitstate::worktree::{self, ChangeKind};
@@ -27,7 +28,7 @@ pub fn plan_commit(
     discard: &[String],
     user_changes: &BTreeMap<String, Option<ObjectId>>,
     gate: Option<&CommitGate>,
-) -> Result<(ObjectId, Journal), CommitError> {
+) -> Result<(ObjectId, Journal), Error> {
     let branch_ref = format!("refs/heads/{task_branch}");
     let head = repo.head_name().map_err(|e| e.to_string())?.map(|n| n.as_bstr().to_string());
     if head.as_deref() != Some(branch_ref.as_str()) {
@@ -76,7 +77,7 @@ pub fn plan_commit(
     }
     let tree = editor.write().map_err(|e| e.to_string())?.detach();
     if let Some(gate) = gate {
-        gate::check(repo, root, gate, &committed, tree).map_err(CommitError::Gate)?;
+        gate::check(repo, root, gate, &committed, tree).map_err(Error::Gate)?;
     }
     let tip_tree = super::tree_of(repo, tip)?;
     let mut refs = Vec::new();
@@ -108,36 +109,6 @@ pub fn plan_commit(
         .collect();
     after.push(Step::Index { tree, differs });
     Ok((new_tip, Journal::new(format!("committing on {task_branch}"), refs, after)))
-}
-
-/// Why a commit was not planned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommitError {
-    /// The gate refused what would be committed.
-    Gate(GateRefusal),
-    Other(String),
-}
-
-impl From<String> for CommitError {
-    fn from(e: String) -> Self {
-        CommitError::Other(e)
-    }
-}
-
-impl From<code_intel_gitstate::Error> for CommitError {
-    fn from(e: code_intel_gitstate::Error) -> Self {
-        CommitError::Other(e.to_string())
-    }
-}
-
-impl std::fmt::Display for CommitError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CommitError::Gate(GateRefusal::Garbage(lines)) => write!(f, "garbage: {}", lines.join("; ")),
-            CommitError::Gate(GateRefusal::Hook { hook, output }) => write!(f, "{hook} refused the commit: {output}"),
-            CommitError::Gate(GateRefusal::Error(e)) | CommitError::Other(e) => f.write_str(e),
-        }
-    }
 }
 
 /// Plans and runs the commit (see [`plan_commit`]) under the operation lock, with no session

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use gix::ObjectId;
 
+use crate::Error;
 use code_intel_gitstate::journal::{Journal, RefChange, RefValue, Step};
 use code_intel_gitstate::refs::write_commit_with;
 use code_intel_gitstate::worktree;
@@ -21,23 +22,8 @@ pub struct Merged {
     pub fast_forward: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MergeError {
-    Conflicts(Vec<String>),
-    Other(String),
-}
-
-impl std::fmt::Display for MergeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            MergeError::Conflicts(paths) => write!(f, "conflicts in {}", paths.join(", ")),
-            MergeError::Other(e) => f.write_str(e),
-        }
-    }
-}
-
-fn other<E: std::fmt::Display>(e: E) -> MergeError {
-    MergeError::Other(e.to_string())
+fn other<E: std::fmt::Display>(e: E) -> Error {
+    Error::Branch(e.to_string())
 }
 
 /// Plans the merge of `task_branch` into `base_branch` as a journaled operation (see
@@ -53,7 +39,7 @@ pub fn plan_merge(
     base_branch: &str,
     note: &str,
     also_delete: &[String],
-) -> Result<(Merged, Journal), MergeError> {
+) -> Result<(Merged, Journal), Error> {
     let task_ref = format!("refs/heads/{task_branch}");
     let base_ref = format!("refs/heads/{base_branch}");
     let task_tip =
@@ -82,7 +68,7 @@ pub fn plan_merge(
                 .filter(|c| c.is_unresolved(how))
                 .map(|c| c.ours.location().to_string())
                 .collect();
-            return Err(MergeError::Conflicts(paths));
+            return Err(Error::MergeConflicts(paths));
         }
         let tree = outcome.tree_merge.tree.write().map_err(other)?.detach();
         let message = format!("Merge {task_branch} into {base_branch}");
@@ -121,7 +107,7 @@ pub fn plan_merge(
 
 /// Plans and runs the merge (see [`plan_merge`]) under the operation lock, with no session to
 /// record it.
-pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str) -> Result<Merged, MergeError> {
+pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str) -> Result<Merged, Error> {
     let run = code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
         plan_merge(repo, root, task_branch, base_branch, note, &[]).map_err(|e| e.to_string())
     });

@@ -253,15 +253,6 @@ pub struct ContextUpdate {
     pub fingerprints: BTreeMap<String, String>,
 }
 
-/// Why `update_context` wrote nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpdateError {
-    /// The argument named is wrong, and why.
-    Argument(&'static str, String),
-    /// The file could not be read, parsed or written.
-    File(String),
-}
-
 /// Records `summary` as the project rules, made from `sources` (default: the current
 /// sources), with their fingerprints. Only the `project_rules` block of the file changes:
 /// every other key and every comment outside that block stay as they are (comment lines at
@@ -271,13 +262,13 @@ pub fn update_context(
     summary: &str,
     sources: Option<Vec<String>>,
     template: &str,
-) -> Result<ContextUpdate, UpdateError> {
+) -> Result<ContextUpdate, crate::Error> {
     let summary = summary.trim();
     if summary.is_empty() {
-        return Err(UpdateError::Argument("summary", "the DO/DON'T summary is required".into()));
+        return Err(crate::Error::Argument("summary", "the DO/DON'T summary is required".into()));
     }
     if summary.chars().count() > MAX_SUMMARY_CHARS {
-        return Err(UpdateError::Argument(
+        return Err(crate::Error::Argument(
             "summary",
             format!("at most {MAX_SUMMARY_CHARS} characters: the rules are read at every session start"),
         ));
@@ -286,13 +277,13 @@ pub fn update_context(
     let text = match read_context(root) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => template.to_owned(),
-        Err(e) => return Err(UpdateError::File(format!("{CONTEXT_FILE}: {e}"))),
+        Err(e) => return Err(crate::Error::File(format!("{CONTEXT_FILE}: {e}"))),
     };
     let before: serde_yaml::Value = if text.trim().is_empty() {
         serde_yaml::Value::Mapping(Default::default())
     } else {
         serde_yaml::from_str(&text).map_err(|e| {
-            UpdateError::File(format!("{CONTEXT_FILE} does not parse ({e}); fix it by hand, then call again"))
+            crate::Error::File(format!("{CONTEXT_FILE} does not parse ({e}); fix it by hand, then call again"))
         })?
     };
     let cx = ProjectContext::load(root);
@@ -301,7 +292,7 @@ pub fn update_context(
             let list: Vec<String> =
                 list.iter().map(|s| s.trim().trim_start_matches("./").to_owned()).filter(|s| !s.is_empty()).collect();
             if let Some(bad) = list.iter().find(|s| leads_outside(root, s)) {
-                return Err(UpdateError::Argument("sources", format!("{bad} is not a path inside the repository")));
+                return Err(crate::Error::Argument("sources", format!("{bad} is not a path inside the repository")));
             }
             list
         }
@@ -313,7 +304,7 @@ pub fn update_context(
     let updated = replace_top_level_block(&text, "project_rules", &block);
     // What was written must read back as written, and leave every other key alone.
     let after: serde_yaml::Value =
-        serde_yaml::from_str(&updated).map_err(|e| UpdateError::File(format!("the update would not parse: {e}")))?;
+        serde_yaml::from_str(&updated).map_err(|e| crate::Error::File(format!("the update would not parse: {e}")))?;
     let same_elsewhere = match (&before, &after) {
         (serde_yaml::Value::Mapping(b), serde_yaml::Value::Mapping(a)) => {
             b.iter().filter(|(k, _)| k.as_str() != Some("project_rules")).all(|(k, v)| a.get(k) == Some(v))
@@ -322,15 +313,15 @@ pub fn update_context(
     };
     let reread = ProjectContext::load_text(&updated);
     if !same_elsewhere || reread.as_deref() != Some(summary) {
-        return Err(UpdateError::File(format!(
+        return Err(crate::Error::File(format!(
             "{CONTEXT_FILE} has a layout this update cannot edit safely; nothing was written"
         )));
     }
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| UpdateError::File(e.to_string()))?;
+        std::fs::create_dir_all(dir).map_err(|e| crate::Error::File(e.to_string()))?;
     }
     code_intel_gitstate::atomic::write_atomically(&path, updated.as_bytes())
-        .map_err(|e| UpdateError::File(e.to_string()))?;
+        .map_err(|e| crate::Error::File(e.to_string()))?;
     Ok(ContextUpdate { path: CONTEXT_FILE.to_owned(), summary: summary.to_owned(), fingerprints })
 }
 
@@ -509,13 +500,13 @@ mod tests {
             assert_eq!(ProjectContext::load(root).summary, summary.trim());
         }
         let before = std::fs::read_to_string(root.join(CONTEXT_FILE)).unwrap();
-        assert!(matches!(update_context(root, "  ", None, TEMPLATE), Err(UpdateError::Argument("summary", _))));
+        assert!(matches!(update_context(root, "  ", None, TEMPLATE), Err(crate::Error::Argument("summary", _))));
         let long = "x".repeat(MAX_SUMMARY_CHARS + 1);
-        assert!(matches!(update_context(root, &long, None, TEMPLATE), Err(UpdateError::Argument("summary", _))));
+        assert!(matches!(update_context(root, &long, None, TEMPLATE), Err(crate::Error::Argument("summary", _))));
         let out = Some(vec!["../outside.md".into()]);
-        assert!(matches!(update_context(root, "DO: x", out, TEMPLATE), Err(UpdateError::Argument("sources", _))));
+        assert!(matches!(update_context(root, "DO: x", out, TEMPLATE), Err(crate::Error::Argument("sources", _))));
         std::fs::write(root.join(CONTEXT_FILE), "project_rules: [unclosed\n").unwrap();
-        assert!(matches!(update_context(root, "DO: x", None, TEMPLATE), Err(UpdateError::File(_))));
+        assert!(matches!(update_context(root, "DO: x", None, TEMPLATE), Err(crate::Error::File(_))));
         assert_eq!(std::fs::read_to_string(root.join(CONTEXT_FILE)).unwrap(), "project_rules: [unclosed\n");
         std::fs::write(root.join(CONTEXT_FILE), &before).unwrap();
     }
@@ -537,7 +528,7 @@ mod tests {
         assert!(rules.sources.iter().all(|s| !s.exists && !s.changed), "{rules:?}");
         for bad in ["CLAUDE.md", ".git/config", "../x.md"] {
             let r = update_context(root, "DO: x", Some(vec![bad.into()]), TEMPLATE);
-            assert!(matches!(r, Err(UpdateError::Argument("sources", _))), "{bad}: {r:?}");
+            assert!(matches!(r, Err(crate::Error::Argument("sources", _))), "{bad}: {r:?}");
         }
         // A context file that links outside is not read either.
         std::fs::remove_file(root.join(CONTEXT_FILE)).unwrap();
@@ -547,7 +538,7 @@ mod tests {
         assert!(!rules.summary.contains("SECRET") && rules.note.is_some(), "{rules:?}");
         // update_context does not write through it, and says why.
         let r = update_context(root, "DO: x", None, TEMPLATE);
-        assert!(matches!(&r, Err(UpdateError::File(why)) if why.contains("not a file of the repository")), "{r:?}");
+        assert!(matches!(&r, Err(crate::Error::File(why)) if why.contains("not a file of the repository")), "{r:?}");
     }
 
     #[test]

@@ -149,8 +149,8 @@ impl Sessions {
                         );
                         match planned {
                             Ok((_, journal)) => Ok(journal),
-                            Err(branches::commit::CommitError::Gate(g)) => {
-                                let text = branches::commit::CommitError::Gate(g.clone()).to_string();
+                            Err(crate::Error::Gate(g)) => {
+                                let text = crate::Error::Gate(g.clone()).to_string();
                                 *refused.borrow_mut() = Some(g);
                                 Err(text)
                             }

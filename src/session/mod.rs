@@ -14,10 +14,11 @@ use std::sync::Mutex;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::Error as StoreError;
 use crate::branches;
 use crate::context::docs::DocumentResearch;
 use crate::context::{self, CONTEXT_FILE, ProjectContext, ProjectRules};
-use crate::session::store::{SessionStore, StoreError, Stored};
+use crate::session::store::{SessionStore, Stored};
 use crate::workspace::Workspace;
 use code_intel_codebase::repo::PathError;
 use code_intel_workflow::contract::catalogue::{self as msg, Msg};

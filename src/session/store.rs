@@ -13,56 +13,23 @@ use gix::{ObjectId, ThreadSafeRepository};
 use code_intel_gitstate::refs::{apply, delete, single_file_tree, update, write_commit};
 use code_intel_workflow::engine::state::Checkpoint;
 
+use crate::Error;
+
 pub const SESSIONS_PREFIX: &str = "refs/code-intel/sessions/";
 pub const ACTIVE_REF: &str = "refs/code-intel/active";
 pub const HISTORY_REF: &str = "refs/code-intel/history";
 const CHECKPOINT_FILE: &str = "checkpoint.json";
 const RECORD_FILE: &str = "session.json";
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("not a git repository: {0}")]
-    NotGit(String),
-    #[error("another session is active: {0}")]
-    Busy(String),
-    #[error("the session was changed by another process")]
-    Conflict,
-    #[error("the checkpoint cannot be read: {0}")]
-    Corrupt(String),
-    /// The checkpoint names a phase this build does not know (written by a newer version).
-    #[error("unknown phase {0}")]
-    UnknownPhase(String),
-    /// A lock file is in the way of the refs to change.
-    #[error(
-        "{0} is in the way: another git process holds it, or one was killed while holding it; if no git command is running, delete that file and retry"
-    )]
-    Locked(String),
-    #[error("git: {0}")]
-    Git(String),
-}
-
-fn git<E: std::fmt::Display>(e: E) -> StoreError {
-    StoreError::Git(e.to_string())
+fn git<E: std::fmt::Display>(e: E) -> Error {
+    Error::Git(e.to_string())
 }
 
 /// A failed compare-and-swap means another process moved the ref, unless a lock was in the way.
-fn conflict_unless_locked(e: code_intel_gitstate::Error) -> StoreError {
+fn conflict_unless_locked(e: code_intel_gitstate::Error) -> Error {
     match e {
-        code_intel_gitstate::Error::Locked(lock) => StoreError::Locked(lock),
-        _ => StoreError::Conflict,
-    }
-}
-
-impl From<code_intel_gitstate::Error> for StoreError {
-    fn from(e: code_intel_gitstate::Error) -> StoreError {
-        match e {
-            code_intel_gitstate::Error::Conflict => StoreError::Conflict,
-            code_intel_gitstate::Error::Locked(lock) => StoreError::Locked(lock),
-            code_intel_gitstate::Error::Git(e) => StoreError::Git(e),
-            e @ (code_intel_gitstate::Error::Refused(_) | code_intel_gitstate::Error::Incomplete(_)) => {
-                StoreError::Git(e.to_string())
-            }
-        }
+        code_intel_gitstate::Error::Locked(lock) => Error::Locked(lock),
+        _ => Error::Conflict,
     }
 }
 
@@ -78,8 +45,8 @@ pub struct SessionStore {
 }
 
 impl SessionStore {
-    pub fn open(root: &Path) -> Result<SessionStore, StoreError> {
-        let repo = gix::open(root).map_err(|e| StoreError::NotGit(e.to_string()))?;
+    pub fn open(root: &Path) -> Result<SessionStore, Error> {
+        let repo = gix::open(root).map_err(|e| Error::NotGit(e.to_string()))?;
         Ok(SessionStore { repo: repo.into_sync() })
     }
 
@@ -88,13 +55,13 @@ impl SessionStore {
     }
 
     /// The session `refs/code-intel/active` points at, if any.
-    pub fn active(&self) -> Result<Option<Stored>, StoreError> {
+    pub fn active(&self) -> Result<Option<Stored>, Error> {
         let repo = self.repo();
         let Some(active) = repo.try_find_reference(ACTIVE_REF).map_err(git)? else { return Ok(None) };
         let session_ref = match active.target() {
             gix::refs::TargetRef::Symbolic(name) => name.as_bstr().to_string(),
             gix::refs::TargetRef::Object(_) => {
-                return Err(StoreError::Corrupt(format!("{ACTIVE_REF} is not symbolic")));
+                return Err(Error::Corrupt(format!("{ACTIVE_REF} is not symbolic")));
             }
         };
         // A session finishing in another process deletes its ref just before the claim.
@@ -110,27 +77,26 @@ impl SessionStore {
             if repo.try_find_reference(ACTIVE_REF).map_err(git)?.is_none() {
                 return Ok(None);
             }
-            return Err(StoreError::Corrupt(format!("{ACTIVE_REF} points at missing {session_ref}")));
+            return Err(Error::Corrupt(format!("{ACTIVE_REF} points at missing {session_ref}")));
         };
-        let commit = reference.peel_to_commit().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let tree = commit.tree().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let commit = reference.peel_to_commit().map_err(|e| Error::Corrupt(e.to_string()))?;
+        let tree = commit.tree().map_err(|e| Error::Corrupt(e.to_string()))?;
         let entry = tree
             .find_entry(CHECKPOINT_FILE)
-            .ok_or_else(|| StoreError::Corrupt(format!("no {CHECKPOINT_FILE} in {session_ref}")))?;
-        let blob = entry.object().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let raw: serde_json::Value =
-            serde_json::from_slice(&blob.data).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            .ok_or_else(|| Error::Corrupt(format!("no {CHECKPOINT_FILE} in {session_ref}")))?;
+        let blob = entry.object().map_err(|e| Error::Corrupt(e.to_string()))?;
+        let raw: serde_json::Value = serde_json::from_slice(&blob.data).map_err(|e| Error::Corrupt(e.to_string()))?;
         let phase = raw["orchestrator_state"]["phase_state"]["current_phase"].as_str().unwrap_or("");
         if code_intel_workflow::engine::phase::Phase::from_name(phase).is_none() {
-            return Err(StoreError::UnknownPhase(phase.to_owned()));
+            return Err(Error::UnknownPhase(phase.to_owned()));
         }
-        let checkpoint: Checkpoint = serde_json::from_value(raw).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let checkpoint: Checkpoint = serde_json::from_value(raw).map_err(|e| Error::Corrupt(e.to_string()))?;
         Ok(Some(Stored { commit: commit.id, checkpoint }))
     }
 
     /// Creates the session's ref and claims `refs/code-intel/active` in one transaction: if
     /// another session holds it, nothing is written.
-    pub fn create(&self, checkpoint: &Checkpoint) -> Result<ObjectId, StoreError> {
+    pub fn create(&self, checkpoint: &Checkpoint) -> Result<ObjectId, Error> {
         let repo = self.repo();
         let id = &checkpoint.orchestrator_state.session_id;
         let name = session_ref(id)?;
@@ -147,18 +113,18 @@ impl SessionStore {
             match apply(&repo, edits.clone()) {
                 Ok(()) => return Ok(commit),
                 Err(e) => match self.active() {
-                    Ok(Some(other)) => return Err(StoreError::Busy(other.checkpoint.orchestrator_state.session_id)),
+                    Ok(Some(other)) => return Err(Error::Busy(other.checkpoint.orchestrator_state.session_id)),
                     _ => last_error = Some(e),
                 },
             }
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
-        Err(last_error.map_or(StoreError::Conflict, StoreError::from))
+        Err(last_error.map_or(Error::Conflict, Error::from))
     }
 
-    /// Writes the next checkpoint on top of `previous`; fails with [`StoreError::Conflict`]
+    /// Writes the next checkpoint on top of `previous`; fails with [`Error::Conflict`]
     /// when the session ref has moved since.
-    pub fn save(&self, previous: ObjectId, checkpoint: &Checkpoint, message: &str) -> Result<ObjectId, StoreError> {
+    pub fn save(&self, previous: ObjectId, checkpoint: &Checkpoint, message: &str) -> Result<ObjectId, Error> {
         let repo = self.repo();
         let name = session_ref(&checkpoint.orchestrator_state.session_id)?;
         let commit = write_checkpoint(&repo, checkpoint, Some(previous), message)?;
@@ -181,7 +147,7 @@ impl SessionStore {
         checkpoint: &Checkpoint,
         finish: Option<&serde_json::Value>,
         message: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), Error> {
         let repo = self.repo();
         let _lock = code_intel_gitstate::lock::OperationLock::acquire(repo.git_dir())?;
         let name = session_ref(&checkpoint.orchestrator_state.session_id)?;
@@ -205,12 +171,7 @@ impl SessionStore {
     /// (the session moved on, or another record was appended first) leaves no stray record; a
     /// record appended first by someone else is retried on the new tip. `record` is what the
     /// history keeps of the session (built by the caller, which knows what it means).
-    pub fn finish(
-        &self,
-        previous: ObjectId,
-        checkpoint: &Checkpoint,
-        record: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    pub fn finish(&self, previous: ObjectId, checkpoint: &Checkpoint, record: &serde_json::Value) -> Result<(), Error> {
         let repo = self.repo();
         let state = &checkpoint.orchestrator_state;
         let name = session_ref(&state.session_id)?;
@@ -225,7 +186,7 @@ impl SessionStore {
                 .map_err(git)?
                 .and_then(|r| r.target().try_id().map(ToOwned::to_owned));
             if current != Some(previous) {
-                return Err(StoreError::Conflict);
+                return Err(Error::Conflict);
             }
             let tip = code_intel_gitstate::log::tip(&repo, HISTORY_REF)?;
             let commit = write_commit(&repo, tree, tip, &message)?;
@@ -240,22 +201,22 @@ impl SessionStore {
             ];
             match apply(&repo, edits) {
                 Ok(()) => return Ok(()),
-                Err(code_intel_gitstate::Error::Locked(lock)) => return Err(StoreError::Locked(lock)),
+                Err(code_intel_gitstate::Error::Locked(lock)) => return Err(Error::Locked(lock)),
                 // Either the history moved (another session finished: retry on its tip) or the
                 // session did (checked at the top of the loop).
                 Err(_) => continue,
             }
         }
-        Err(StoreError::Conflict)
+        Err(Error::Conflict)
     }
 
     /// The newest finished sessions' records, newest first.
-    pub fn history(&self, limit: usize) -> Result<Vec<serde_json::Value>, StoreError> {
+    pub fn history(&self, limit: usize) -> Result<Vec<serde_json::Value>, Error> {
         Ok(code_intel_gitstate::log::read_as(&self.repo(), HISTORY_REF, RECORD_FILE, limit)?)
     }
 
     /// Removes every session checkpoint and the active claim. Returns how many sessions it removed.
-    pub fn clean(&self) -> Result<usize, StoreError> {
+    pub fn clean(&self) -> Result<usize, Error> {
         let repo = self.repo();
         let mut names = Vec::new();
         let platform = repo.references().map_err(git)?;
@@ -276,7 +237,7 @@ impl SessionStore {
     }
 
     /// The `llm_task_*` branches that exist now.
-    pub fn task_branches(&self) -> Result<Vec<String>, StoreError> {
+    pub fn task_branches(&self) -> Result<Vec<String>, Error> {
         let repo = self.repo();
         let platform = repo.references().map_err(git)?;
         let mut out = Vec::new();
@@ -290,9 +251,8 @@ impl SessionStore {
     }
 }
 
-fn session_ref(id: &str) -> Result<FullName, StoreError> {
-    FullName::try_from(format!("{SESSIONS_PREFIX}{id}"))
-        .map_err(|e| StoreError::Git(format!("bad session id '{id}': {e}")))
+fn session_ref(id: &str) -> Result<FullName, Error> {
+    FullName::try_from(format!("{SESSIONS_PREFIX}{id}")).map_err(|e| Error::Git(format!("bad session id '{id}': {e}")))
 }
 
 fn write_checkpoint(
@@ -300,7 +260,7 @@ fn write_checkpoint(
     checkpoint: &Checkpoint,
     parent: Option<ObjectId>,
     message: &str,
-) -> Result<ObjectId, StoreError> {
+) -> Result<ObjectId, Error> {
     let json = serde_json::to_vec_pretty(checkpoint).map_err(git)?;
     let blob = repo.write_blob(&json).map_err(git)?.detach();
     let tree = single_file_tree(repo, CHECKPOINT_FILE, blob)?;
@@ -356,7 +316,7 @@ mod tests {
         let first = store.create(&cp).unwrap();
         // Another process advanced the session after this one read it.
         let second = store.save(first, &cp, "advanced elsewhere").unwrap();
-        assert!(matches!(store.finish(first, &cp, &record("a")), Err(StoreError::Conflict)));
+        assert!(matches!(store.finish(first, &cp, &record("a")), Err(Error::Conflict)));
         assert!(store.history(10).unwrap().is_empty(), "no stray history record");
         assert_eq!(store.active().unwrap().map(|s| s.commit), Some(second), "the session is untouched");
         // The process that holds the newest checkpoint finishes it.

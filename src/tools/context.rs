@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolError, ToolResult};
-use crate::context::{self, ContextUpdate, ProjectRules, UpdateError};
+use crate::context::{self, ContextUpdate, ProjectRules};
 use crate::workspace::Workspace;
 use code_intel_workflow::contract::catalogue as msg;
 
@@ -38,8 +38,9 @@ pub fn update_context(ws: &Workspace, params: UpdateContextParams) -> ToolResult
     let root = ws.repo.root();
     let update = context::update_context(root, &summary, params.sources, TEMPLATE).map_err(|e| -> ToolError {
         match e {
-            UpdateError::Argument(name, why) => ws.invalid_argument(name, &why),
-            UpdateError::File(why) => ws.tool_error(&msg::CONTEXT_UPDATE_FAILED, &[("error", &why)]).into(),
+            crate::Error::Argument(name, why) => ws.invalid_argument(name, &why),
+            // A file that cannot be read, parsed or written, with what to do.
+            other => ws.tool_error(&msg::CONTEXT_UPDATE_FAILED, &[("error", &other.to_string())]).into(),
         }
     })?;
     Ok(UpdateContextOutput { update, project_rules: context::project_rules(root, &ws.contract) })
