@@ -61,6 +61,12 @@ impl From<String> for Error {
     }
 }
 
+impl From<&str> for Error {
+    fn from(e: &str) -> Error {
+        Error::Branch(e.to_owned())
+    }
+}
+
 impl From<code_intel_gitstate::Error> for Error {
     fn from(e: code_intel_gitstate::Error) -> Error {
         match e {

@@ -120,11 +120,11 @@ pub fn commit_task(
     message: &str,
     discard: &[String],
     user_changes: &BTreeMap<String, Option<ObjectId>>,
-) -> Result<ObjectId, String> {
+) -> Result<ObjectId, crate::Error> {
     code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
         plan_commit(repo, root, task_branch, base_commit, message, discard, user_changes, None)
             .map_err(|e| e.to_string())
     })
     .map(|(tip, _)| tip)
-    .map_err(|e| e.to_string())
+    .map_err(crate::Error::from)
 }

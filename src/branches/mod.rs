@@ -40,17 +40,17 @@ pub fn parse_task_branch(name: &str) -> Option<(String, String)> {
     Some((session.to_owned(), base.replace("%2F", "/").replace("%25", "%")))
 }
 
-pub(crate) fn open(root: &Path) -> Result<gix::Repository, String> {
-    gix::open(root).map_err(|e| e.to_string())
+pub(crate) fn open(root: &Path) -> Result<gix::Repository, crate::Error> {
+    gix::open(root).map_err(|e| crate::Error::Branch(e.to_string()))
 }
 
 /// The tree of commit `id`.
-pub(crate) fn tree_of(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, String> {
-    code_intel_gitstate::refs::tree_of(repo, id).map_err(|e| e.to_string())
+pub(crate) fn tree_of(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, crate::Error> {
+    Ok(code_intel_gitstate::refs::tree_of(repo, id)?)
 }
 
-pub(crate) fn ref_id(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>, String> {
-    code_intel_gitstate::refs::ref_id(repo, name).map_err(|e| e.to_string())
+pub(crate) fn ref_id(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>, crate::Error> {
+    Ok(code_intel_gitstate::refs::ref_id(repo, name)?)
 }
 
 /// Plans creating the task branch at the current commit and making it HEAD, as one ref
@@ -61,7 +61,7 @@ pub fn plan_task_branch(
     repo: &gix::Repository,
     root: &Path,
     session_id: &str,
-) -> Result<(TaskBranch, Journal), String> {
+) -> Result<(TaskBranch, Journal), crate::Error> {
     let head_name = repo
         .head_name()
         .map_err(|e| e.to_string())?
@@ -93,17 +93,17 @@ pub fn plan_task_branch(
 
 /// Creates the task branch (see [`plan_task_branch`]) under the operation lock, with no
 /// session to record it.
-pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, String> {
+pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, crate::Error> {
     code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
         plan_task_branch(repo, root, session_id)
     })
     .map(|(b, _)| b)
-    .map_err(|e| e.to_string())
+    .map_err(crate::Error::from)
 }
 
 /// Takes over an existing task branch (BRANCH_INTERVENTION `continue`): its base commit is
 /// where it left `base`, and the work tree's current changes count as the user's.
-pub fn adopt(root: &Path, branch: &str, base: &str) -> Result<TaskBranch, String> {
+pub fn adopt(root: &Path, branch: &str, base: &str) -> Result<TaskBranch, crate::Error> {
     let repo = open(root)?;
     let tip = ref_id(&repo, &format!("refs/heads/{branch}"))?.ok_or_else(|| format!("{branch} does not exist"))?;
     let base_tip = ref_id(&repo, &format!("refs/heads/{base}"))?.ok_or_else(|| format!("{base} does not exist"))?;

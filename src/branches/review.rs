@@ -51,7 +51,7 @@ pub fn review(
     rules: &code_intel_codebase::garbage::GarbageRules,
     user_changes: &std::collections::BTreeMap<String, Option<ObjectId>>,
     max_file_size: u64,
-) -> Result<ReviewOutput, String> {
+) -> Result<ReviewOutput, crate::Error> {
     let repo = super::open(root)?;
     let base_tree = super::tree_of(&repo, base_commit)?;
     let changes = worktree::changes(&repo, root, base_tree, max_file_size).map_err(|e| e.to_string())?;
@@ -139,7 +139,7 @@ pub fn task_changes(
     root: &Path,
     base_commit: ObjectId,
     user_changes: &std::collections::BTreeMap<String, Option<ObjectId>>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, crate::Error> {
     let repo = super::open(root)?;
     let base_tree = super::tree_of(&repo, base_commit)?;
     Ok(worktree::changes(&repo, root, base_tree, 0)

@@ -23,11 +23,11 @@ pub struct StaleBranch {
 }
 
 /// Every `llm_task_*` branch with its base and commits ahead.
-pub fn list(root: &Path) -> Result<Vec<StaleBranch>, String> {
+pub fn list(root: &Path) -> Result<Vec<StaleBranch>, crate::Error> {
     list_in(&super::open(root)?)
 }
 
-fn list_in(repo: &gix::Repository) -> Result<Vec<StaleBranch>, String> {
+fn list_in(repo: &gix::Repository) -> Result<Vec<StaleBranch>, crate::Error> {
     let head = repo.head_name().map_err(|e| e.to_string())?.map(|n| n.shorten().to_string());
     let platform = repo.references().map_err(|e| e.to_string())?;
     let mut out = Vec::new();
@@ -46,7 +46,7 @@ fn list_in(repo: &gix::Repository) -> Result<Vec<StaleBranch>, String> {
     Ok(out)
 }
 
-fn ahead_of(repo: &gix::Repository, tip: ObjectId, base: Option<ObjectId>) -> Result<usize, String> {
+fn ahead_of(repo: &gix::Repository, tip: ObjectId, base: Option<ObjectId>) -> Result<usize, crate::Error> {
     let walk = repo.rev_walk([tip]).with_hidden(base);
     Ok(walk.all().map_err(|e| e.to_string())?.filter_map(Result::ok).count())
 }
@@ -55,7 +55,7 @@ fn ahead_of(repo: &gix::Repository, tip: ObjectId, base: Option<ObjectId>) -> Re
 /// to that branch's base in the same ref transaction (the work tree follows, and files with
 /// uncommitted changes the move would overwrite refuse the plan); each branch is deleted only
 /// if it still points where it did.
-pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> Result<((), Journal), String> {
+pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> Result<((), Journal), crate::Error> {
     let current = list_in(repo)?.into_iter().find(|b| b.current && branches.contains(&b.branch));
     let mut refs = Vec::new();
     let mut after = Vec::new();
@@ -91,10 +91,10 @@ pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> 
 }
 
 /// Deletes `branches` (see [`plan_delete`]) under the operation lock, with no session to record.
-pub fn delete_branches(root: &Path, branches: &[String]) -> Result<(), String> {
+pub fn delete_branches(root: &Path, branches: &[String]) -> Result<(), crate::Error> {
     code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
         plan_delete(repo, root, branches)
     })
     .map(|_| ())
-    .map_err(|e| e.to_string())
+    .map_err(crate::Error::from)
 }

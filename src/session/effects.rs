@@ -36,12 +36,12 @@ impl Sessions {
         let operate = |plan: &mut dyn FnMut(
             &gix::Repository,
             &mut SessionStep,
-        ) -> Result<code_intel_gitstate::journal::Journal, String>,
+        ) -> Result<code_intel_gitstate::journal::Journal, crate::Error>,
                        step: &mut SessionStep| {
             let result = code_intel_gitstate::journal::operate(root, &writer, |repo| {
                 let mut journal = plan(repo, step)?;
                 journal.session = Some(serde_json::to_value(&*step).map_err(|e| e.to_string())?);
-                Ok(((), journal))
+                Ok::<_, crate::Error>(((), journal))
             });
             match result {
                 Ok(((), recovered)) => {
@@ -71,7 +71,7 @@ impl Sessions {
                     (msg::BRANCH_OPERATION_FAILED, vec![("choice", choice.clone()), ("errors", e)], String::new())
                         .into()
                 };
-                let stale = branches::stale::list(root).map_err(fail)?;
+                let stale = branches::stale::list(root).map_err(|e| fail(e.to_string()))?;
                 let current = stale.iter().find(|b| b.current).cloned();
                 match choice.as_str() {
                     "delete" => {
@@ -97,7 +97,7 @@ impl Sessions {
                             &mut |repo, _| {
                                 let planned =
                                     branches::merge::plan_merge(repo, root, &cur.branch, &base, &note, &others);
-                                planned.map(|(_, journal)| journal).map_err(|e| e.to_string())
+                                planned.map(|(_, journal)| journal)
                             },
                             &mut step,
                         )
@@ -111,7 +111,7 @@ impl Sessions {
                         if let Some(cur) = current
                             && let Some(base) = cur.base.clone()
                         {
-                            adopt_into(st, branches::adopt(root, &cur.branch, &base).map_err(fail)?);
+                            adopt_into(st, branches::adopt(root, &cur.branch, &base).map_err(|e| fail(e.to_string()))?);
                         }
                         writer(&serde_json::to_value(&step).map_err(|e| fail(e.to_string()))?).map_err(fail)?;
                     }
@@ -150,11 +150,10 @@ impl Sessions {
                         match planned {
                             Ok((_, journal)) => Ok(journal),
                             Err(crate::Error::Gate(g)) => {
-                                let text = crate::Error::Gate(g.clone()).to_string();
-                                *refused.borrow_mut() = Some(g);
-                                Err(text)
+                                *refused.borrow_mut() = Some(g.clone());
+                                Err(crate::Error::Gate(g))
                             }
-                            Err(e) => Err(e.to_string()),
+                            Err(e) => Err(e),
                         }
                     },
                     &mut step,
@@ -187,7 +186,7 @@ impl Sessions {
                 operate(
                     &mut |repo, _| {
                         let planned = branches::merge::plan_merge(repo, root, &task, &base, &note, &[]);
-                        planned.map(|(_, journal)| journal).map_err(|e| e.to_string())
+                        planned.map(|(_, journal)| journal)
                     },
                     &mut step,
                 )
@@ -222,7 +221,7 @@ impl Sessions {
             &user_changes,
             ws.config.max_file_size,
         )
-        .map_err(|e| plain("review_failed", &e))?;
+        .map_err(|e| plain("review_failed", &e.to_string()))?;
         Ok(ReviewReply { success: true, review })
     }
 
@@ -236,7 +235,7 @@ impl Sessions {
         }
         let own = self.active(ws).ok().flatten().and_then(|s| s.checkpoint.orchestrator_state.task_branch);
         let stale: Vec<branches::stale::StaleBranch> = branches::stale::list(root)
-            .map_err(|e| plain("git_error", &e))?
+            .map_err(|e| plain("git_error", &e.to_string()))?
             .into_iter()
             .filter(|b| own.as_deref() != Some(b.branch.as_str()))
             .collect();
@@ -277,7 +276,7 @@ impl Sessions {
                 });
             }
         }
-        branches::stale::delete_branches(root, &to_delete).map_err(|e| plain("git_error", &e))?;
+        branches::stale::delete_branches(root, &to_delete).map_err(|e| plain("git_error", &e.to_string()))?;
         Ok(CleanupReply { success: true, action: action.to_owned(), merged, deleted: to_delete, kept })
     }
 }

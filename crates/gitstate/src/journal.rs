@@ -122,17 +122,17 @@ pub const NO_SESSION: SessionWriter<'static> = &|_: &serde_json::Value| Ok(());
 /// Takes the operation lock, finishes any operation a dead process left, lets `plan` read the
 /// repository and describe the operation, and runs it. Returns the plan's value and what the
 /// recovery did, if it did anything.
-pub fn operate<T>(
+pub fn operate<T, E: std::fmt::Display>(
     root: &Path,
     session: SessionWriter,
-    plan: impl FnOnce(&gix::Repository) -> Result<(T, Journal), String>,
+    plan: impl FnOnce(&gix::Repository) -> Result<(T, Journal), E>,
 ) -> Result<(T, Option<String>), crate::Error> {
     let repo = gix::open(root).map_err(|e| crate::Error::Refused(e.to_string()))?;
     let _lock = OperationLock::acquire(repo.git_dir()).map_err(|e| crate::Error::Refused(e.to_string()))?;
     let recovered = recover(&repo, root, session).map_err(|e| crate::Error::Refused(e.to_string()))?;
     // Read the repository afresh: the recovery may have moved refs and the index.
     let repo = gix::open(root).map_err(|e| crate::Error::Refused(e.to_string()))?;
-    let (value, journal) = plan(&repo).map_err(crate::Error::Refused)?;
+    let (value, journal) = plan(&repo).map_err(|e| crate::Error::Refused(e.to_string()))?;
     run(&repo, root, &journal, session)?;
     Ok((value, recovered))
 }
