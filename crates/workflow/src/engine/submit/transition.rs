@@ -1,0 +1,293 @@
+//! What an accepted payload does: the next phase from the flow, the counters, the gates, and the
+//! effect the adapter carries out.
+
+use super::*;
+
+impl Step<'_> {
+    /// The phase's own checks and effects on `next`; returns where the session goes.
+    pub(super) fn apply(&self, next: &mut Checkpoint, out: &mut Outcome) -> Result<Next, Refused> {
+        let state = &self.session.orchestrator_state;
+        let flags = &state.flags;
+        let st = &mut next.orchestrator_state;
+        Ok(match &self.payload.body {
+            Body::BranchIntervention(p) => {
+                let choice = p.choice.as_deref().map(str::trim).unwrap_or("");
+                if !matches!(choice, "delete" | "merge" | "continue") {
+                    return Err(self.refuse(msg::INVALID_CHOICE, &[]));
+                }
+                if choice == "continue" {
+                    st.branch_policy = Some("continue".into());
+                }
+                out.effect = Some(Effect::BranchChoice(choice.to_owned()));
+                Next::Phase(flow::after_branch_intervention(flags), None)
+            }
+            Body::DocumentResearch(p) => {
+                if p.documents_reviewed.as_ref().is_none_or(Vec::is_empty) {
+                    return Err(self.refuse(msg::EMPTY_DOCUMENTS, &[]));
+                }
+                self.check_documents(p)?;
+                Next::Phase(Phase::QueryFrame, None)
+            }
+            Body::QueryFrame(p) => {
+                out.hints = self.check_query_frame(p)?;
+                st.learned = learned_from_query_frame(p);
+                flow::after_query_frame(state.intent, flags)
+            }
+            Body::Exploration(p) => {
+                let (Some(files), Some(findings)) = (&p.explored_files, &p.findings) else {
+                    return Err(self.refuse(msg::EMPTY_RESULT, &[]));
+                };
+                if files.is_empty() || findings.is_empty() {
+                    return Err(self.refuse(msg::EMPTY_RESULT, &[]));
+                }
+                for f in files {
+                    let rel = normalize_rel(f);
+                    if !rel.is_empty() {
+                        st.explored_files.insert(rel);
+                    }
+                }
+                Next::Phase(Phase::Q1, None)
+            }
+            Body::Q1(p) => self.gate(Phase::Q1, p.needs_more_information.as_ref(), p.reason.as_ref())?,
+            Body::Q2(p) => self.gate(Phase::Q2, p.has_unverified_hypotheses.as_ref(), p.reason.as_ref())?,
+            Body::Q3(p) => self.gate(Phase::Q3, p.needs_impact_analysis.as_ref(), p.reason.as_ref())?,
+            Body::Semantic(p) => {
+                if p.search_results.as_ref().is_none_or(Vec::is_empty) {
+                    return Err(self.refuse(msg::EMPTY_SEARCH_RESULTS, &[]));
+                }
+                Next::Phase(Phase::Q2, None)
+            }
+            Body::Verification(p) => {
+                let list = p.hypotheses_verified.as_deref().unwrap_or_default();
+                if list.is_empty() {
+                    return Err(self.refuse(msg::EMPTY_HYPOTHESES, &[]));
+                }
+                for (i, h) in list.iter().enumerate() {
+                    if h.hypothesis.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                        return Err(self.field_required(&format!("hypotheses_verified[{i}].hypothesis")));
+                    }
+                    if h.result.is_none() {
+                        return Err(self.field_required(&format!("hypotheses_verified[{i}].result")));
+                    }
+                }
+                if list.iter().any(|h| h.result.is_some_and(|r| !r.0)) {
+                    return Err(self.refuse(msg::RESULT_FALSE_EXISTS, &[]));
+                }
+                Next::Phase(Phase::Q3, None)
+            }
+            Body::ImpactAnalysis(p) => {
+                let empty = match &p.impact_summary {
+                    Some(Value::Object(m)) => m.is_empty(),
+                    Some(Value::String(s)) => s.trim().is_empty(),
+                    Some(Value::Array(a)) => a.is_empty(),
+                    _ => true,
+                };
+                if empty {
+                    return Err(self.refuse(msg::EMPTY_IMPACT_SUMMARY, &[]));
+                }
+                flow::end_of_exploration(state.intent, flags, Phase::ImpactAnalysis)
+            }
+            Body::ReadyPlan(p) => {
+                st.tasks = tasks::plan(self.contract, self.session, p)?;
+                st.revert_reason = None;
+                // A task branch unless `quick`; after `continue` the adopted branch is kept,
+                // and with none adopted a new one is made, as in a fresh session.
+                if st.task_branch.is_none() && flow::uses_task_branch(&st.flags) {
+                    out.effect = Some(Effect::CreateTaskBranch);
+                }
+                Next::Phase(Phase::Ready, Some(ReadyStep::Impl))
+            }
+            Body::ReadyImpl(p) => {
+                tasks::complete(self.contract, self.session, st, p, self.facts)?;
+                if st.pending_tasks().next().is_none() {
+                    out.all_complete = true;
+                    Next::Phase(Phase::Ready, Some(ReadyStep::Complete))
+                } else {
+                    Next::Phase(Phase::Ready, Some(ReadyStep::Impl))
+                }
+            }
+            Body::ReadyComplete => {
+                // In planning (first time, or after a revert) a plan is due before completion.
+                if state.tasks.is_empty() || state.ready_step() == Some(ReadyStep::Plan) {
+                    return Err(self.refuse(msg::NO_TASKS_REGISTERED, &[]));
+                }
+                let pending = state.pending_tasks().count();
+                if pending > 0 {
+                    return Err(self.refuse(msg::INCOMPLETE_TASKS, &[("count", &pending.to_string())]));
+                }
+                flow::after_ready(flags)
+            }
+            Body::PostImplVerify(p) => self.post_impl_verify(p, st)?,
+            Body::VerifyIntervention(p) => {
+                for (field, value) in [("prompt_used", &p.prompt_used), ("action_taken", &p.action_taken)] {
+                    if value.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                        return Err(self.field_required(field));
+                    }
+                }
+                st.counters.intervention_count += 1;
+                st.counters.verification_failure_count = 0;
+                for t in &mut st.tasks {
+                    t.failure_count = 0;
+                }
+                st.revert_reason = Some(p.action_taken.as_deref().unwrap_or("").trim().to_owned());
+                Next::Phase(Phase::Ready, Some(ReadyStep::Plan))
+            }
+            Body::PreCommit(p) => {
+                let message = p.commit_message.as_deref().unwrap_or("").trim().to_owned();
+                if message.is_empty() {
+                    return Err(self.refuse(msg::MISSING_COMMIT_MESSAGE, &[]));
+                }
+                let discard = self.discarded_files(p)?;
+                self.check_every_file_reviewed(p)?;
+                if state.task_branch.is_none() {
+                    return Err(self.refuse(msg::PRE_COMMIT_NO_TASK_BRANCH, &[]));
+                }
+                let keep_with_reason = kept_with_reason(p);
+                out.effect = Some(Effect::Commit { message, discard, keep_with_reason, gated: true });
+                Next::Phase(flow::after_pre_commit(flags), None)
+            }
+            Body::QualityReview(p) => {
+                if p.quality_score.is_none() {
+                    return Err(self.field_required("quality_score"));
+                }
+                let issues: Vec<String> = p.issues.iter().flatten().map(|i| i.0.clone()).collect();
+                if issues.is_empty() {
+                    st.quality_review_passed = true;
+                    // Fixes made during the review are committed too, so nothing reviewed is left
+                    // uncommitted when the branch is merged.
+                    if st.task_branch.is_some() {
+                        out.effect = Some(Effect::Commit {
+                            message: "Quality review fixes".into(),
+                            discard: Vec::new(),
+                            keep_with_reason: Vec::new(),
+                            gated: false,
+                        });
+                    }
+                    Next::Phase(Phase::Merge, None)
+                } else {
+                    st.counters.quality_revert_count += 1;
+                    if st.counters.quality_revert_count >= flow::QUALITY_REVERTS_BEFORE_FORCED_COMPLETION {
+                        st.forced_completion = true;
+                        out.warning = Some(self.contract.message(&msg::QUALITY_FORCED_COMPLETION, &[]));
+                        out.unresolved_issues = Some(issues);
+                        Next::Phase(Phase::Merge, None)
+                    } else {
+                        st.revert_reason = Some(issues.join("; "));
+                        Next::Phase(Phase::Ready, Some(ReadyStep::Plan))
+                    }
+                }
+            }
+            Body::Merge => {
+                // Every flow that reaches MERGE passed PRE_COMMIT, which needs the task branch.
+                if state.task_branch.is_none() {
+                    return Err(self.refuse(msg::MERGE_NO_TASK_BRANCH, &[]));
+                }
+                out.effect = Some(Effect::Merge);
+                Next::Complete(msg::MERGE_SUCCESS)
+            }
+        })
+    }
+
+    /// A gate's answer: a bool and a reason of at least [`MIN_REASON_CHARS`].
+    pub(super) fn gate(&self, gate: Phase, answer: Option<&Value>, reason: Option<&Value>) -> Result<Next, Refused> {
+        let [required, reason_required, wrong_type, reason_length] = gate_messages(gate);
+        let answer = match answer {
+            None | Some(Value::Null) => return Err(self.refuse(required, &[])),
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(self.refuse(wrong_type, &[])),
+        };
+        match reason.and_then(Value::as_str) {
+            None => Err(self.refuse(reason_required, &[])),
+            Some(r) if r.trim().is_empty() => Err(self.refuse(reason_required, &[])),
+            Some(r) if r.chars().count() < MIN_REASON_CHARS => Err(self.refuse(reason_length, &[])),
+            Some(_) => {
+                let st = &self.session.orchestrator_state;
+                Ok(flow::after_gate(gate, answer, &st.flags, st.intent, self.facts.semantic_available))
+            }
+        }
+    }
+
+    /// Step 15. A failure counts against the named tasks (all tasks when none are named, so the
+    /// safety valve cannot be dodged by naming none).
+    pub(super) fn post_impl_verify(
+        &self,
+        p: &payload::PostImplVerifyPayload,
+        st: &mut SessionState,
+    ) -> Result<Next, Refused> {
+        let Some(passed) = p.passed else { return Err(self.field_required("passed")) };
+        if passed.0 {
+            return Ok(flow::after_verify_passed(&st.flags));
+        }
+        let details = p.details.as_deref().unwrap_or("").trim().to_owned();
+        let named: Vec<String> = p.failed_tasks.iter().flatten().map(|t| t.trimmed().to_owned()).collect();
+        if let Some(unknown) = named.iter().find(|id| !st.tasks.iter().any(|t| &t.id == *id)) {
+            return Err(self.refuse(msg::UNKNOWN_TASK, &[("task_id", unknown)]));
+        }
+        if st.flags.only_verify {
+            return Ok(Next::Complete(msg::VERIFICATION_FAILED_ONLY_VERIFY));
+        }
+        st.counters.verification_failure_count += 1;
+        for t in &mut st.tasks {
+            if named.is_empty() || named.contains(&t.id) {
+                t.failure_count += 1;
+                t.revert_reason = details.clone();
+            }
+        }
+        let worst = st.tasks.iter().map(|t| t.failure_count).max().unwrap_or(0);
+        let over = worst.max(st.counters.verification_failure_count) >= flow::FAILURES_BEFORE_INTERVENTION;
+        st.revert_reason = Some(if details.is_empty() { "verification failed".into() } else { details });
+        if over && flow::intervention_enabled(&st.flags) {
+            Ok(Next::Phase(Phase::VerifyIntervention, None))
+        } else {
+            Ok(Next::Phase(Phase::Ready, Some(ReadyStep::Plan)))
+        }
+    }
+}
+
+/// Files the review keeps with a reason (their garbage findings do not block the commit).
+pub(super) fn kept_with_reason(p: &payload::PreCommitPayload) -> Vec<String> {
+    p.reviewed_files
+        .iter()
+        .flatten()
+        .filter_map(|f| match f {
+            payload::ReviewedFile::Decision(d)
+                if d.decision.as_deref().map(str::trim) == Some("keep")
+                    && d.reason.as_deref().is_some_and(|r| !r.trim().is_empty()) =>
+            {
+                d.file.as_deref().map(normalize_rel)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A gate's four messages: answer missing, reason missing, answer not a bool, reason too short.
+pub(super) fn gate_messages(gate: Phase) -> [Msg; 4] {
+    match gate {
+        Phase::Q1 => [
+            msg::SEMANTIC_GATE_REQUIRED,
+            msg::SEMANTIC_GATE_REASON_REQUIRED,
+            msg::SEMANTIC_GATE_TYPE,
+            msg::SEMANTIC_GATE_REASON_LENGTH,
+        ],
+        Phase::Q2 => [
+            msg::VERIFICATION_GATE_REQUIRED,
+            msg::VERIFICATION_GATE_REASON_REQUIRED,
+            msg::VERIFICATION_GATE_TYPE,
+            msg::VERIFICATION_GATE_REASON_LENGTH,
+        ],
+        _ => [
+            msg::IMPACT_GATE_REQUIRED,
+            msg::IMPACT_GATE_REASON_REQUIRED,
+            msg::IMPACT_GATE_TYPE,
+            msg::IMPACT_GATE_REASON_LENGTH,
+        ],
+    }
+}
+
+/// The target QUERY_FRAME named: the `target_feature` slot's value and the `target_symbols`.
+pub(super) fn learned_from_query_frame(p: &payload::QueryFramePayload) -> crate::engine::state::Learned {
+    let feature = p.slots.as_ref().and_then(|s| s.target_feature.as_ref()).map(|s| s.value().to_owned());
+    let symbols = p.target_symbols.iter().flatten().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+    crate::engine::state::Learned { target_feature: feature.unwrap_or_default(), target_symbols: symbols }
+}
