@@ -1,7 +1,7 @@
 //! `start_session` and `submit_phase`: the session in, the payload and the adapter's facts in,
 //! the new session and the response out. Nothing here touches the disk or git.
 //!
-//! [`Step::run`] reads the payload against the phase: the shape and the claimed tools here, the
+//! `Step::run` reads the payload against the phase: the shape and the claimed tools here, the
 //! phase-specific checks in `checks`, the transition and its effect in `transition`.
 
 use std::collections::{BTreeMap, BTreeSet};
