@@ -3,10 +3,14 @@
 # dependencies among our own crates must be exactly the allowed ones, and the pure workflow
 # crate must not pull in native builds (faiss, ONNX Runtime, cmake) or git, even for its tests.
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 ours() {
-    cargo tree --locked --offline -p "$1" -e normal --depth 1 --prefix none 2>/dev/null |
-        tail -n +2 | awk '{print $1}' | { grep -E '^(code-intel-|git-code-intel$)' || true; } | sort -u | tr '\n' ' ' | sed 's/ $//'
+    local tree
+    # A failing cargo tree must fail the check, not read as "no dependencies".
+    tree=$(cargo tree --locked -p "$1" -e normal --depth 1 --prefix none)
+    printf '%s\n' "$tree" | tail -n +2 | awk '{print $1}' | { grep -E '^(code-intel-|git-code-intel$)' || true; } |
+        sort -u | tr '\n' ' ' | sed 's/ $//'
 }
 status=0
 check() {
@@ -21,8 +25,9 @@ check code-intel-workflow ""
 check code-intel-gitstate ""
 check code-intel-codebase "code-intel-workflow"
 check code-intel-semantic "code-intel-codebase code-intel-gitstate code-intel-workflow"
-heavy=$(cargo tree --locked --offline -p code-intel-workflow -e normal,build,dev --prefix none 2>/dev/null |
-    awk '{print $1}' | grep -E '^(faiss|faiss-sys|ort|ort-sys|fastembed|cmake|gix|tree-sitter.*)$' | sort -u | tr '\n' ' ' || true)
+tree=$(cargo tree --locked -p code-intel-workflow -e normal,build,dev --prefix none)
+heavy=$(printf '%s\n' "$tree" | awk '{print $1}' |
+    { grep -E '^(faiss|faiss-sys|ort|ort-sys|fastembed|cmake|gix|tree-sitter.*)$' || true; } | sort -u | tr '\n' ' ')
 if [ -n "$heavy" ]; then
     echo "layers: the workflow crate pulls in $heavy; it must build without native code or git" >&2
     status=1
