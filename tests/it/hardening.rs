@@ -595,6 +595,10 @@ fn clean_fails_when_a_branch_cannot_be_deleted() {
     assert_eq!(out.status.code(), Some(1), "stdout: {}\nstderr: {stderr}", String::from_utf8_lossy(&out.stdout));
     assert!(stderr.contains("were not cleaned up") && stderr.contains(".lock"), "{stderr}");
     assert!(git(root, &["branch", "--list", branch]).contains(branch), "the branch is still there");
+    let out = std::process::Command::new(BIN).args(["--json", "clean"]).current_dir(root).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(answer["branch_cleanup_error"]["message"].as_str().is_some_and(|m| m.contains(".lock")), "{answer}");
     std::fs::remove_file(&lock).unwrap();
     let out = std::process::Command::new(BIN).arg("clean").current_dir(root).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -565,3 +565,15 @@ async fn every_answer_validates_against_its_output_schema() {
     assert!(found["total"].as_u64().is_some_and(|n| n > 0), "{found}");
     client.cancel().await.unwrap();
 }
+
+/// An unknown `file_type` says which names exist, so the agent can retry without guessing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_file_type_names_the_known_ones() {
+    let repo = project();
+    let client = connect(repo.path()).await;
+    let e = err(call(&client, "search_text", json!({"pattern": "x", "file_type": "no-such-type"})).await);
+    assert_eq!(e["error"], "invalid_argument");
+    let message = e["message"].as_str().unwrap();
+    assert!(message.contains("no-such-type") && message.contains("rust, py"), "{message}");
+    client.cancel().await.unwrap();
+}
