@@ -170,13 +170,7 @@ fn main() {
 fn tool_list_bytes() {
     println!("\n## tools/list size");
     let tools = git_code_intel::mcp::served_tools();
-    let visible: usize = tools
-        .iter()
-        .map(|t| {
-            let part = serde_json::json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema});
-            serde_json::to_vec(&part).map_or(0, |v| v.len())
-        })
-        .sum();
+    let visible = git_code_intel::mcp::model_visible_bytes();
     let whole = serde_json::to_vec(&tools).map_or(0, |v| v.len());
     println!(
         "{} tools: model-visible {:.1} KB (names, descriptions, input schemas; target <= 14 KB), whole list {:.1} KB",

@@ -84,7 +84,7 @@ pub fn plan_commit(
     let new_tip = if tree == tip_tree {
         tip
     } else {
-        let commit = write_commit_with(repo, tree, &[tip], message).map_err(|e| e.to_string())?;
+        let commit = write_commit_with(repo, tree, &[tip], message)?;
         let summary = message.lines().next().unwrap_or("");
         refs.push(RefChange {
             name: branch_ref,
@@ -123,7 +123,6 @@ pub fn commit_task(
 ) -> Result<ObjectId, crate::Error> {
     code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
         plan_commit(repo, root, task_branch, base_commit, message, discard, user_changes, None)
-            .map_err(|e| e.to_string())
     })
     .map(|(tip, _)| tip)
     .map_err(crate::Error::from)

@@ -109,7 +109,7 @@ pub fn plan_merge(
 /// record it.
 pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str) -> Result<Merged, Error> {
     let run = code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
-        plan_merge(repo, root, task_branch, base_branch, note, &[]).map_err(|e| e.to_string())
+        plan_merge(repo, root, task_branch, base_branch, note, &[])
     });
     run.map(|(merged, _)| merged).map_err(other)
 }

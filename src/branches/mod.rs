@@ -44,14 +44,7 @@ pub(crate) fn open(root: &Path) -> Result<gix::Repository, crate::Error> {
     gix::open(root).map_err(|e| crate::Error::Branch(e.to_string()))
 }
 
-/// The tree of commit `id`.
-pub(crate) fn tree_of(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, crate::Error> {
-    Ok(code_intel_gitstate::refs::tree_of(repo, id)?)
-}
-
-pub(crate) fn ref_id(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>, crate::Error> {
-    Ok(code_intel_gitstate::refs::ref_id(repo, name)?)
-}
+pub(crate) use code_intel_gitstate::refs::{ref_id, tree_of};
 
 /// Plans creating the task branch at the current commit and making it HEAD, as one ref
 /// transaction with reflog entries. The work tree and the index are untouched: the branch points
@@ -85,8 +78,7 @@ pub fn plan_task_branch(
             message: format!("checkout: moving from {base} to {name}"),
         },
     ];
-    let user_changes =
-        code_intel_gitstate::worktree::snapshot(repo, root, tree_of(repo, head)?).map_err(|e| e.to_string())?;
+    let user_changes = code_intel_gitstate::worktree::snapshot(repo, root, tree_of(repo, head)?)?;
     let journal = Journal::new(format!("creating the task branch {name}"), refs, Vec::new());
     Ok((TaskBranch { name, base, base_commit: head, user_changes }, journal))
 }
@@ -109,8 +101,7 @@ pub fn adopt(root: &Path, branch: &str, base: &str) -> Result<TaskBranch, crate:
     let base_tip = ref_id(&repo, &format!("refs/heads/{base}"))?.ok_or_else(|| format!("{base} does not exist"))?;
     let base_commit =
         repo.merge_base(tip, base_tip).map_err(|e| e.to_string())?.map(|i| i.detach()).unwrap_or(base_tip);
-    let user_changes =
-        code_intel_gitstate::worktree::snapshot(&repo, root, tree_of(&repo, tip)?).map_err(|e| e.to_string())?;
+    let user_changes = code_intel_gitstate::worktree::snapshot(&repo, root, tree_of(&repo, tip)?)?;
     Ok(TaskBranch { name: branch.to_owned(), base: base.to_owned(), base_commit, user_changes })
 }
 

@@ -54,7 +54,7 @@ pub fn review(
 ) -> Result<ReviewOutput, crate::Error> {
     let repo = super::open(root)?;
     let base_tree = super::tree_of(&repo, base_commit)?;
-    let changes = worktree::changes(&repo, root, base_tree, max_file_size).map_err(|e| e.to_string())?;
+    let changes = worktree::changes(&repo, root, base_tree, max_file_size)?;
     let mut files = Vec::new();
     let mut contents = Vec::new();
     let mut budget = MAX_TOTAL_DIFF_BYTES;

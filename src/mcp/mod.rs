@@ -624,24 +624,23 @@ pub async fn serve_stdio(ws: Workspace) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What an agent pays for the tool list before its first call: names, descriptions and input
+/// schemas, as compact JSON. A unit test holds it to 14 KB; the benchmark prints it.
+pub fn model_visible_bytes() -> usize {
+    served_tools()
+        .iter()
+        .map(|t| {
+            let part = serde_json::json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema});
+            serde_json::to_vec(&part).map_or(0, |v| v.len())
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
-    /// What an agent pays for the tool list before its first call: names, descriptions and
-    /// input schemas, as compact JSON (the benchmark prints the same number).
-    fn model_visible_bytes() -> usize {
-        super::served_tools()
-            .iter()
-            .map(|t| {
-                let part =
-                    serde_json::json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema});
-                serde_json::to_vec(&part).map_or(0, |v| v.len())
-            })
-            .sum()
-    }
-
     #[test]
     fn the_model_visible_tool_list_stays_within_14_kb() {
-        let bytes = model_visible_bytes();
+        let bytes = super::model_visible_bytes();
         assert!(bytes <= 14 * 1024, "tools/list costs {bytes} bytes of names, descriptions and input schemas");
     }
 

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::Error as StoreError;
+use crate::Error;
 use crate::branches;
 use crate::context::docs::DocumentResearch;
 use crate::context::{self, CONTEXT_FILE, ProjectContext, ProjectRules};
@@ -79,11 +79,11 @@ impl Sessions {
     fn active(&self, ws: &Workspace) -> SessionResult<Option<Stored>> {
         match self.store()?.active() {
             Ok(s) => Ok(s),
-            Err(StoreError::Corrupt(e)) => {
+            Err(Error::Corrupt(e)) => {
                 tracing::warn!("checkpoint unreadable: {e}");
                 Err(contract_error(ws, &msg::CHECKPOINT_RESTORE_FAILED, &[]))
             }
-            Err(StoreError::UnknownPhase(phase)) => Err(contract_error(ws, &msg::UNKNOWN_PHASE, &[("phase", &phase)])),
+            Err(Error::UnknownPhase(phase)) => Err(contract_error(ws, &msg::UNKNOWN_PHASE, &[("phase", &phase)])),
             Err(e) => Err(plain("git_error", &e.to_string())),
         }
     }
@@ -168,7 +168,7 @@ impl Sessions {
                     notes,
                 })
             }
-            Err(StoreError::Busy(other)) => Err(contract_error(ws, &msg::SESSION_ACTIVE, &[("session_id", &other)])),
+            Err(Error::Busy(other)) => Err(contract_error(ws, &msg::SESSION_ACTIVE, &[("session_id", &other)])),
             Err(e) => Err(store_error(ws, e)),
         }
     }

@@ -169,10 +169,10 @@ pub(super) fn invalid(ws: &Workspace, name: &str, why: &str) -> SessionError {
 }
 
 /// A store error as the agent reads it.
-pub(super) fn store_error(ws: &Workspace, e: StoreError) -> SessionError {
+pub(super) fn store_error(ws: &Workspace, e: Error) -> SessionError {
     match e {
-        StoreError::Conflict => contract_error(ws, &msg::CHECKPOINT_CONFLICT, &[]),
-        StoreError::Locked(path) => contract_error(ws, &msg::LOCK_IN_THE_WAY, &[("path", &path)]),
+        Error::Conflict => contract_error(ws, &msg::CHECKPOINT_CONFLICT, &[]),
+        Error::Locked(path) => contract_error(ws, &msg::LOCK_IN_THE_WAY, &[("path", &path)]),
         e => plain("git_error", &e.to_string()),
     }
 }

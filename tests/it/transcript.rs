@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::git;
-use crate::common::mcp_client::{Client, call, connect, structured};
+use crate::common::mcp_client::{Client, assert_fits_output_schema, call, connect, structured};
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
@@ -87,12 +87,7 @@ impl Recorder<'_> {
         let content = structured(&result);
         let is_error = result.is_error == Some(true);
         if !is_error {
-            let listed = self.tools.iter().find(|t| t.name == tool).unwrap_or_else(|| panic!("{tool} not listed"));
-            let schema = Value::Object((**listed.output_schema.as_ref().expect("outputSchema")).clone());
-            let validator = jsonschema::validator_for(&schema).expect("outputSchema compiles");
-            let errors: Vec<String> =
-                validator.iter_errors(&content).map(|e| format!("{e} at {}", e.instance_path())).collect();
-            assert!(errors.is_empty(), "{tool}'s answer does not fit its outputSchema: {errors:?}\n{content}");
+            assert_fits_output_schema(&self.tools, tool, &content);
         }
         self.entries.push(json!({
             "call": tool,

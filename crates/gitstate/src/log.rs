@@ -10,16 +10,12 @@ use gix::ObjectId;
 use gix::refs::Target;
 use gix::refs::transaction::PreviousValue;
 
-use crate::Error;
 use crate::refs::{apply, single_file_tree, update, write_commit};
+use crate::{Error, git};
 
 pub const OUTCOME_LOG: &str = "refs/code-intel/logs/outcomes";
 pub const DECISION_LOG: &str = "refs/code-intel/logs/decisions";
 const RECORD_FILE: &str = "record.json";
-
-fn git<E: std::fmt::Display>(e: E) -> Error {
-    Error::Git(e.to_string())
-}
 
 /// Appends `record` to the log at `log_ref` as `file`; returns the new tip.
 pub fn append_as(

@@ -7,11 +7,7 @@ use gix::bstr::BString;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 use gix::refs::{FullName, Target};
 
-use crate::Error;
-
-fn git<E: std::fmt::Display>(e: E) -> Error {
-    Error::Git(e.to_string())
-}
+use crate::{Error, git};
 
 /// A tree holding one blob, `name`.
 pub fn single_file_tree(repo: &gix::Repository, name: &str, blob: ObjectId) -> Result<ObjectId, Error> {

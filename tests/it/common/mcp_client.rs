@@ -64,3 +64,14 @@ pub async fn err(client: &Client, tool: &str, args: Value) -> Value {
 pub async fn submit(client: &Client, data: Value) -> Value {
     ok(client, "submit_phase", serde_json::json!({"data": data})).await
 }
+
+/// Asserts that `content`, a successful answer of the tool `name`, fits the outputSchema
+/// tools/list gave for it.
+pub fn assert_fits_output_schema(tools: &[rmcp::model::Tool], name: &str, content: &Value) {
+    let tool = tools.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{name} is not listed"));
+    let schema =
+        Value::Object((**tool.output_schema.as_ref().unwrap_or_else(|| panic!("{name}: no outputSchema"))).clone());
+    let validator = jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{name}: invalid outputSchema: {e}"));
+    let errors: Vec<String> = validator.iter_errors(content).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{name}'s answer does not fit its outputSchema: {errors:?}\n{content}");
+}
