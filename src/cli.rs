@@ -67,7 +67,8 @@ pub enum Command {
     /// A completion script for bash, zsh, fish, elvish or powershell, on stdout.
     Completions { shell: clap_complete::Shell },
     /// Set up a repository: .code-intel/ prompts and contract, the /code skill, .mcp.json,
-    /// Claude Code hooks, the Codex MCP entry, AGENTS.md and .gitignore entries.
+    /// Claude Code hooks, the Codex MCP entry and hooks, AGENTS.md and .gitignore entries; ends
+    /// with the one-time step each client needs from you.
     Init {
         /// Overwrite files you edited with the defaults.
         #[arg(long)]
@@ -77,6 +78,9 @@ pub enum Command {
         #[arg(long)]
         share: bool,
     },
+    /// Check each client's set-up in this repository (MCP entry, hooks, procedures, approval or
+    /// trust) and say what is missing; exits 1 when something is.
+    Doctor,
     /// Print the phase contract in effect (the defaults with .code-intel/phase_contract.yml
     /// applied) as YAML; what the contract lint finds in it goes to stderr.
     Contract,
@@ -196,6 +200,11 @@ pub enum HookCommand {
     ClaudePreToolUse,
     /// Claude Code SessionStart: print the session's phase, instruction and summaries.
     ClaudeSessionStart,
+    /// Codex PreToolUse: exit 2 blocks apply_patch writes and shell writes the session does not
+    /// allow.
+    CodexPreToolUse,
+    /// Codex SessionStart: print the session's phase, instruction and summaries.
+    CodexSessionStart,
     /// git pre-commit: block staged garbage (debug output, temp files, conflict markers, stubs,
     /// large binaries, secrets).
     PreCommit,
@@ -212,6 +221,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         // Handled by main before a repository is opened.
         Command::Serve | Command::Man { .. } | Command::Completions { .. } => 0,
         Command::Status => status(ws, json),
+        Command::Doctor => doctor(ws, json),
         Command::Contract => {
             print!("{}", ws.contract.to_yaml());
             let issues = code_intel_workflow::contract::lint::lint(&ws.contract, &crate::mcp::vocabulary());
@@ -282,6 +292,14 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                         println!("(kept_edited files hold your changes; `git code-intel init --force` replaces them)");
                     }
                     println!("{}", crate::init::where_procedures_are());
+                    let steps = crate::doctor::first_run_steps(ws.repo.root());
+                    if !steps.is_empty() {
+                        println!("\nOnce, before the tools appear in a client:");
+                        for s in steps {
+                            println!("- {s}");
+                        }
+                    }
+                    println!("`git code-intel doctor` checks the set-up of each client.");
                 }
                 0
             }
@@ -290,7 +308,12 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                 1
             }
         },
-        Command::Hook(HookCommand::ClaudePreToolUse) => crate::hooks::pre_tool_use_from_stdin(ws).report(),
+        Command::Hook(HookCommand::ClaudePreToolUse) => {
+            crate::hooks::pre_tool_use_from_stdin(ws, crate::hooks::Client::ClaudeCode).report()
+        }
+        Command::Hook(HookCommand::CodexPreToolUse) => {
+            crate::hooks::pre_tool_use_from_stdin(ws, crate::hooks::Client::Codex).report()
+        }
         Command::ReviewChanges => {
             let value = match crate::session::Sessions::open(ws).review_changes(ws) {
                 Ok(v) => serde_json::to_value(v).unwrap_or_default(),
@@ -328,7 +351,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             0
         }
         Command::Hook(HookCommand::PreCommit) => crate::hooks::pre_commit(ws),
-        Command::Hook(HookCommand::ClaudeSessionStart) => {
+        Command::Hook(HookCommand::ClaudeSessionStart | HookCommand::CodexSessionStart) => {
             if let Some(text) = crate::hooks::session_start(ws) {
                 println!("{}", text.trim_end());
             }
@@ -619,4 +642,24 @@ fn emit<T: Serialize>(result: ToolResult<T>, json: bool) -> i32 {
             1
         }
     }
+}
+
+/// `git code-intel doctor`: each check as a line (or all as JSON); 1 when one is missing.
+fn doctor(ws: &Workspace, json: bool) -> i32 {
+    let checks = crate::doctor::checks(ws.repo.root());
+    if json {
+        println!("{}", serde_json::to_string(&checks).unwrap_or_default());
+    } else {
+        for c in &checks {
+            let status = serde_json::to_value(&c.status).ok();
+            let status = status.as_ref().and_then(|s| s.as_str()).unwrap_or("");
+            let client = crate::doctor::client_title(c.client);
+            if c.fix.is_empty() {
+                println!("{status:<8} {client}: {}", c.what);
+            } else {
+                println!("{status:<8} {client}: {}\n         fix: {}", c.what, c.fix);
+            }
+        }
+    }
+    i32::from(checks.iter().any(|c| c.status == crate::doctor::Status::Missing))
 }

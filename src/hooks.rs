@@ -1,11 +1,19 @@
-//! Claude Code hooks: `git code-intel hook claude-pre-tool-use` and `… claude-session-start`.
+//! The agents' hooks: `git code-intel hook claude-pre-tool-use`, `… codex-pre-tool-use`,
+//! `… claude-session-start`, `… codex-session-start`, and git's `… pre-commit`.
 //!
-//! PreToolUse gets Claude Code's JSON on stdin. While a session is active it blocks (exit code
-//! 2, reason on stderr, which Claude Code shows the agent) file edits that `check_write_target`
-//! would refuse, and, outside READY, every shell command that is not read-only
-//! ([`crate::shell_guard`]). With no active session every tool is allowed; input that is not a
-//! hook event is blocked. SessionStart prints the current phase, its instruction and the phase
-//! summaries, so they are re-injected after a compaction or a resume.
+//! PreToolUse gets the client's JSON on stdin; each client's tool call is read into a
+//! [`ToolAction`] (files it writes, or a shell command) and judged the same way. While a session
+//! is active it blocks (exit code 2, reason on stderr, which both clients show the agent) file
+//! writes that `check_write_target` would refuse, and, outside READY, every shell command that
+//! is not read-only ([`crate::shell_guard`]), except, in the verification phases, the project's
+//! test, build and lint commands ([`code_intel_codebase::verify`]). With no active session
+//! every tool is allowed; input that cannot be read while a session is active is blocked, with
+//! the fix named. SessionStart prints the current phase, its instruction and the phase
+//! summaries, so they are re-injected at startup, after a compaction or a resume.
+//!
+//! What a hook does when it cannot run at all (an unknown hook name from a newer `init`, no
+//! repository) is decided in `main` and documented in docs/PROTOCOL.md: a message naming the
+//! fix and an exit code that does not block (1), never a usage text with the blocking 2.
 // Hooks answer their client (Claude Code, git) on stdout.
 #![allow(clippy::print_stdout)]
 
@@ -18,7 +26,7 @@ use code_intel_codebase::repo::PathError;
 use code_intel_workflow::engine::phase::Phase;
 use code_intel_workflow::engine::{self, response};
 
-/// What the hook tells Claude Code.
+/// What the hook tells the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
@@ -26,7 +34,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Prints the reason and returns the exit code Claude Code expects (2 blocks).
+    /// Prints the reason and returns the exit code the clients expect (2 blocks).
     pub fn report(self) -> i32 {
         match self {
             Verdict::Allow => 0,
@@ -38,64 +46,189 @@ impl Verdict {
     }
 }
 
-const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
+/// The clients whose hooks we answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    ClaudeCode,
+    Codex,
+}
 
-pub fn pre_tool_use_from_stdin(ws: &Workspace) -> Verdict {
-    let mut input = String::new();
-    if let Err(e) = std::io::stdin().read_to_string(&mut input) {
-        return Verdict::Block(format!("git-code-intel: cannot read the hook input ({e}); the tool call is blocked"));
-    }
-    match serde_json::from_str::<Value>(&input) {
-        Ok(event) => pre_tool_use(ws, &event),
-        // Input that cannot be judged is not let through.
-        Err(e) => Verdict::Block(format!("git-code-intel: the hook input is not JSON ({e}); the tool call is blocked")),
+/// What a tool call would do, as far as the guard is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolAction {
+    /// Writes (creates, changes, deletes or moves to) these paths, as the client gave them.
+    Write(Vec<String>),
+    /// Runs a shell command line.
+    Shell(String),
+    /// Anything else: reads, searches, our own MCP tools.
+    Other,
+}
+
+/// Claude Code's file-writing tools and where each names its file.
+const CLAUDE_EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
+
+/// Reads one PreToolUse event of `client` into what it would do. None: the event is not a
+/// tool call this hook can read (no `tool_name`).
+pub fn tool_action(client: Client, event: &Value) -> Option<ToolAction> {
+    let tool = event.get("tool_name").and_then(Value::as_str)?;
+    let input = event.get("tool_input").cloned().unwrap_or(Value::Null);
+    let command = || shell_command(input.get("command").or_else(|| input.get("cmd")));
+    Some(match (client, tool) {
+        (Client::ClaudeCode, t) if CLAUDE_EDIT_TOOLS.contains(&t) => {
+            match ["file_path", "notebook_path", "path"].iter().find_map(|k| input.get(*k).and_then(Value::as_str)) {
+                Some(path) => ToolAction::Write(vec![path.to_owned()]),
+                None => ToolAction::Other,
+            }
+        }
+        (Client::ClaudeCode, "Bash") => ToolAction::Shell(command().unwrap_or_default()),
+        // Codex names its shell tools differently by model and version; its hook calls them all
+        // `Bash`. apply_patch carries the whole patch, as `command` or as the raw input.
+        (Client::Codex, "Bash" | "shell" | "exec_command" | "local_shell" | "container.exec" | "unified_exec") => {
+            ToolAction::Shell(command().unwrap_or_default())
+        }
+        (Client::Codex, "apply_patch") => {
+            let text = command().or_else(|| input.get("input").and_then(Value::as_str).map(str::to_owned));
+            let text = text.or_else(|| input.as_str().map(str::to_owned)).unwrap_or_default();
+            ToolAction::Write(crate::patch::touched_paths(&text))
+        }
+        _ => ToolAction::Other,
+    })
+}
+
+/// A shell command given as one string, or as argv (`["bash", "-lc", "…"]` is the script).
+fn shell_command(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(argv) => {
+            let words: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+            match words.as_slice() {
+                [shell, flag, script] if is_shell(shell) && matches!(*flag, "-c" | "-lc" | "-ic") => {
+                    Some((*script).to_owned())
+                }
+                _ => Some(words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")),
+            }
+        }
+        _ => None,
     }
 }
 
+fn is_shell(program: &str) -> bool {
+    matches!(program.rsplit('/').next(), Some("bash" | "sh" | "zsh" | "dash"))
+}
+
+/// One argv word as shell text, so the guard judges it as the word it is.
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c)) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+pub fn pre_tool_use_from_stdin(ws: &Workspace, client: Client) -> Verdict {
+    let mut input = String::new();
+    let read = std::io::stdin().read_to_string(&mut input);
+    // With no session to guard, nothing is judged: not even input this binary cannot read.
+    let Some(stored) = active_session(ws) else { return Verdict::Allow };
+    let unreadable = |why: String| {
+        Verdict::Block(ws.contract.message(
+            &code_intel_workflow::contract::catalogue::HOOK_INPUT_UNREADABLE,
+            &[("why", &why), ("session_id", &stored.checkpoint.orchestrator_state.session_id)],
+        ))
+    };
+    if let Err(e) = read {
+        return unreadable(format!("cannot read stdin: {e}"));
+    }
+    match serde_json::from_str::<Value>(&input) {
+        Ok(event) => match tool_action(client, &event) {
+            Some(action) => judge(ws, &stored, &action),
+            None => unreadable("the event names no tool_name".into()),
+        },
+        Err(e) => unreadable(format!("not JSON: {e}")),
+    }
+}
+
+/// The session the hooks guard: the active one, unless it is complete.
+fn active_session(ws: &Workspace) -> Option<crate::session::store::Stored> {
+    let store = SessionStore::open(ws.repo.root()).ok()?;
+    let stored = store.active().ok()??;
+    (!stored.checkpoint.orchestrator_state.is_complete()).then_some(stored)
+}
+
+/// Claude Code's PreToolUse event, judged (the tests' entry point).
 pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
-    let Ok(store) = SessionStore::open(ws.repo.root()) else { return Verdict::Allow };
-    let Ok(Some(stored)) = store.active() else { return Verdict::Allow };
+    event_verdict(ws, Client::ClaudeCode, event)
+}
+
+/// One client's PreToolUse event, judged against the active session.
+pub fn event_verdict(ws: &Workspace, client: Client, event: &Value) -> Verdict {
+    let Some(stored) = active_session(ws) else { return Verdict::Allow };
+    match tool_action(client, event) {
+        Some(action) => judge(ws, &stored, &action),
+        None => Verdict::Allow,
+    }
+}
+
+/// What the session allows `action` to do.
+fn judge(ws: &Workspace, stored: &crate::session::store::Stored, action: &ToolAction) -> Verdict {
     let state = &stored.checkpoint.orchestrator_state;
-    if state.is_complete() {
-        return Verdict::Allow;
-    }
-    let tool = event.get("tool_name").and_then(Value::as_str).unwrap_or("");
-    let input = event.get("tool_input").cloned().unwrap_or(Value::Null);
-    if EDIT_TOOLS.contains(&tool) {
-        let path = ["file_path", "notebook_path", "path"].iter().find_map(|k| input.get(*k).and_then(Value::as_str));
-        let Some(path) = path else { return Verdict::Allow };
-        let (rel, exists) = match ws.repo.resolve_maybe_new(path) {
-            Ok(r) => r,
-            Err(PathError::OutsideRepo { path }) => {
-                let root = ws.repo.root().display().to_string();
-                return Verdict::Block(ws.contract.message(
-                    &code_intel_workflow::contract::catalogue::PATH_OUTSIDE_REPO,
-                    &[("path", &path), ("root", &root)],
-                ));
+    match action {
+        ToolAction::Other => Verdict::Allow,
+        ToolAction::Write(paths) => {
+            for path in paths {
+                if let Verdict::Block(why) = judge_write(ws, state, path) {
+                    return Verdict::Block(why);
+                }
             }
-            Err(PathError::GitDir { path }) => {
-                return Verdict::Block(
-                    ws.contract.message(&code_intel_workflow::contract::catalogue::PATH_IN_GIT_DIR, &[("path", &path)]),
-                );
+            Verdict::Allow
+        }
+        ToolAction::Shell(_) if state.phase() == Phase::Ready => Verdict::Allow,
+        ToolAction::Shell(command) => {
+            let verifying = matches!(state.phase(), Phase::PostImplVerify | Phase::VerifyIntervention);
+            let verify = if verifying { ws.verify_commands().commands } else { Vec::new() };
+            match crate::shell_guard::check(command, &ws.config.read_only_commands, &verify) {
+                Ok(()) => Verdict::Allow,
+                Err(why) => {
+                    let phase = state.phase().name();
+                    let (key, listed) = if verifying {
+                        let listed = verify.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
+                        (&code_intel_workflow::contract::catalogue::BASH_VERIFY_BLOCKED, listed)
+                    } else {
+                        (&code_intel_workflow::contract::catalogue::BASH_WRITE_BLOCKED, String::new())
+                    };
+                    let mut vars = vec![("phase", phase), ("why", why.as_str()), ("command", command.as_str())];
+                    if verifying {
+                        vars.push(("verify_commands", listed.as_str()));
+                    }
+                    Verdict::Block(ws.contract.message(key, &vars))
+                }
             }
-            Err(PathError::NotFound { .. }) => return Verdict::Allow,
-        };
-        return match engine::check_write(&ws.contract, state, &rel, exists, true) {
-            Ok(_) => Verdict::Allow,
-            Err(m) => Verdict::Block(format!("{}: {} ({rel})", m.error, m.message)),
-        };
-    }
-    if tool == "Bash" && state.phase() != Phase::Ready {
-        let command = input.get("command").and_then(Value::as_str).unwrap_or("");
-        if let Err(why) = crate::shell_guard::check(command, &ws.config.read_only_commands) {
-            let phase = state.phase().name();
-            return Verdict::Block(ws.contract.message(
-                &code_intel_workflow::contract::catalogue::BASH_WRITE_BLOCKED,
-                &[("phase", phase), ("why", &why), ("command", command)],
-            ));
         }
     }
-    Verdict::Allow
+}
+
+/// Whether the session lets `path` be written now (`check_write_target`'s rule).
+fn judge_write(ws: &Workspace, state: &code_intel_workflow::engine::state::SessionState, path: &str) -> Verdict {
+    let (rel, exists) = match ws.repo.resolve_maybe_new(path) {
+        Ok(r) => r,
+        Err(PathError::OutsideRepo { path }) => {
+            let root = ws.repo.root().display().to_string();
+            return Verdict::Block(ws.contract.message(
+                &code_intel_workflow::contract::catalogue::PATH_OUTSIDE_REPO,
+                &[("path", &path), ("root", &root)],
+            ));
+        }
+        Err(PathError::GitDir { path }) => {
+            return Verdict::Block(
+                ws.contract.message(&code_intel_workflow::contract::catalogue::PATH_IN_GIT_DIR, &[("path", &path)]),
+            );
+        }
+        Err(PathError::NotFound { .. }) => return Verdict::Allow,
+    };
+    match engine::check_write(&ws.contract, state, &rel, exists, true) {
+        Ok(_) => Verdict::Allow,
+        Err(m) => Verdict::Block(format!("{}: {} ({rel})", m.error, m.message)),
+    }
 }
 
 /// `git code-intel hook pre-commit`: the staged changes checked for garbage. Returns the exit

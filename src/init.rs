@@ -4,8 +4,8 @@
 //! hold exactly what init wrote last time (`.code-intel/.init-manifest.json` keeps their blake3
 //! fingerprints); a file the user has edited, or one init did not write, is kept unless
 //! `--force`. Shared files (`.mcp.json`, `.claude/settings.json`, `.gitignore`, `AGENTS.md`,
-//! `.codex/config.toml`) are merged: our entries are added, nothing of the user's is removed.
-//! Running init twice changes nothing.
+//! `.codex/config.toml`, `.codex/hooks.json`) are merged: our entries are added, nothing of the
+//! user's is removed. Running init twice changes nothing.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -187,7 +187,8 @@ pub fn init(root: &Path, force: bool, share: bool) -> std::io::Result<Vec<FileRe
         report.push(FileReport { path: rel.to_owned(), action });
     }
     report.push(merge_json(root, ".mcp.json", mcp_entry)?);
-    report.push(merge_json(root, ".claude/settings.json", hook_entries)?);
+    report.push(merge_json(root, CLAUDE_SETTINGS, |doc| add_hooks(doc, CLAUDE_HOOKS))?);
+    report.push(merge_json(root, CODEX_HOOKS_FILE, |doc| add_hooks(doc, CODEX_HOOKS))?);
     report.push(merge_text(root, ".gitignore", |text| {
         let missing: Vec<&str> =
             GITIGNORE_ENTRIES.iter().copied().filter(|e| !text.lines().any(|l| l.trim() == *e)).collect();
@@ -321,13 +322,32 @@ fn mcp_entry(doc: &mut Value) -> bool {
     true
 }
 
-fn hook_entries(doc: &mut Value) -> bool {
+/// Claude Code's project settings, where its hooks are.
+pub const CLAUDE_SETTINGS: &str = ".claude/settings.json";
+/// Codex's project hooks, beside the project's `.codex/config.toml` (read only when the user
+/// trusts the project).
+pub const CODEX_HOOKS_FILE: &str = ".codex/hooks.json";
+
+/// One hook: the event, the tools it matches (None: every occurrence), the command.
+pub type HookEntry = (&'static str, Option<&'static str>, &'static str);
+
+/// Claude Code: the file-writing tools and Bash are judged; SessionStart re-injects the phase
+/// (at startup, resume, `/clear` and compaction).
+pub const CLAUDE_HOOKS: &[HookEntry] = &[
+    ("PreToolUse", Some("Edit|Write|MultiEdit|NotebookEdit|Bash"), "git-code-intel hook claude-pre-tool-use"),
+    ("SessionStart", None, "git-code-intel hook claude-session-start"),
+];
+
+/// Codex: its shell tool (which its hooks call `Bash`) and apply_patch are judged.
+pub const CODEX_HOOKS: &[HookEntry] = &[
+    ("PreToolUse", Some("Bash|apply_patch"), "git-code-intel hook codex-pre-tool-use"),
+    ("SessionStart", None, "git-code-intel hook codex-session-start"),
+];
+
+fn add_hooks(doc: &mut Value, entries: &[HookEntry]) -> bool {
     let hooks = ensure_object(doc, "hooks");
     let mut changed = false;
-    for (event, matcher, command) in [
-        ("PreToolUse", Some("Edit|Write|MultiEdit|NotebookEdit|Bash"), "git-code-intel hook claude-pre-tool-use"),
-        ("SessionStart", None, "git-code-intel hook claude-session-start"),
-    ] {
+    for &(event, matcher, command) in entries {
         let list = hooks.entry(event).or_insert_with(|| json!([]));
         let Some(list) = list.as_array_mut() else { continue };
         let present = list.iter().any(|group| {
@@ -357,7 +377,7 @@ fn ensure_object<'a>(doc: &'a mut Value, key: &str) -> &'a mut serde_json::Map<S
     entry.as_object_mut().expect("just made an object")
 }
 
-fn merge_json(root: &Path, rel: &str, add: fn(&mut Value) -> bool) -> std::io::Result<FileReport> {
+fn merge_json(root: &Path, rel: &str, add: impl FnOnce(&mut Value) -> bool) -> std::io::Result<FileReport> {
     let path = root.join(rel);
     let existing = std::fs::read_to_string(&path).ok();
     let mut doc = match &existing {

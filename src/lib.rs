@@ -9,11 +9,13 @@
 pub mod branches;
 pub mod cli;
 pub mod context;
+pub mod doctor;
 pub mod error;
 pub mod hooks;
 pub mod init;
 pub mod manual;
 pub mod mcp;
+pub mod patch;
 pub mod session;
 pub mod shell_guard;
 pub mod tools;

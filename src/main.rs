@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use clap::error::ErrorKind;
 use git_code_intel::cli::{self, Cli, Command};
 use git_code_intel::{mcp, workspace::Workspace};
 
@@ -28,7 +29,23 @@ fn main() -> ExitCode {
         )
         .with_ansi(false)
         .init();
-    let cli = Cli::parse();
+    let hook = hook_invocation();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A client runs hooks on every tool call, and treats exit 2 as "block": a usage text
+        // with clap's exit 2 would block every tool. An unknown hook (a newer `init` than this
+        // binary) says what to do and does not block.
+        Err(e) if hook.is_some() && !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            eprintln!(
+                "git-code-intel {}: cannot run `hook {}` ({}). The hooks were written by another version of git-code-intel: install the same version, or run `git code-intel init` with this one, then `git code-intel doctor`. This tool call is not checked.",
+                env!("CARGO_PKG_VERSION"),
+                hook.as_deref().unwrap_or(""),
+                e.kind()
+            );
+            return ExitCode::from(HOOK_CANNOT_RUN);
+        }
+        Err(e) => e.exit(),
+    };
     // What needs no repository.
     if matches!(cli.command, Command::Man { .. } | Command::Completions { .. }) {
         quiet_sigpipe();
@@ -57,6 +74,9 @@ fn main() -> ExitCode {
     }
     let ws = match Workspace::open(&start, serving) {
         Ok(ws) => ws,
+        // Outside a repository there is no session to guard: an agent's hook lets the tool run
+        // (the pre-commit hook is only ever run by git, inside one).
+        Err(_) if matches!(cli.command, Command::Hook(_)) => return ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: cannot open repository at {}: {e}", start.display());
             return ExitCode::from(2);
@@ -89,6 +109,26 @@ fn main() -> ExitCode {
         return ExitCode::from(code as u8);
     }
     ExitCode::from(cli::run_tool(&ws, cli.command, cli.json) as u8)
+}
+
+/// The exit code of a hook that cannot run: an error both clients show without blocking the
+/// tool (2 blocks).
+const HOOK_CANNOT_RUN: u8 = 1;
+
+/// The hook name when the command line is `[--repo DIR] [--json] hook NAME …`.
+fn hook_invocation() -> Option<String> {
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--repo" => {
+                args.next();
+            }
+            a if a.starts_with("--repo=") || a == "--json" => {}
+            "hook" => return Some(args.next().unwrap_or_default()),
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// `git code-intel man [--install [--dir DIR]]`.

@@ -4,7 +4,9 @@
 //!
 //! A command line passes when every command in it (in pipelines, lists, subshells, conditions,
 //! loops, and command or process substitutions) is on the list and uses none of its writing
-//! options, and every output redirection goes to `/dev/null` or another descriptor. Anything the
+//! options, or is one of the verification commands the caller allows (the project's tests,
+//! builds and linters, [`code_intel_codebase::verify`]), and every output redirection goes to
+//! `/dev/null` or another descriptor. Anything the
 //! guard does not understand is refused, with the reason: a command name computed at run time,
 //! a function definition, an environment assignment, a syntax error.
 
@@ -121,8 +123,9 @@ pub type Refusal = String;
 
 /// Judges `command`: Ok when it only reads, else why not. `extra` holds the project's own
 /// additions (`read_only_commands` in `.code-intel/config.json`): a command name (`make`), or
-/// a name and its first operand (`cargo metadata`).
-pub fn check(command: &str, extra: &[String]) -> Result<(), Refusal> {
+/// a name and its first operand (`cargo metadata`). `verify` holds the verification commands
+/// that may run too (empty outside the verification phases).
+pub fn check(command: &str, extra: &[String], verify: &[String]) -> Result<(), Refusal> {
     let mut parser = Parser::new();
     parser.set_language(&tree_sitter_bash::LANGUAGE.into()).map_err(|e| format!("no shell grammar: {e}"))?;
     let tree = parser.parse(command, None).ok_or("the command could not be parsed")?;
@@ -130,12 +133,13 @@ pub fn check(command: &str, extra: &[String]) -> Result<(), Refusal> {
     if root.has_error() {
         return Err("the command could not be parsed as shell syntax".into());
     }
-    Judge { src: command.as_bytes(), extra }.node(root)
+    Judge { src: command.as_bytes(), extra, verify }.node(root)
 }
 
 struct Judge<'a> {
     src: &'a [u8],
     extra: &'a [String],
+    verify: &'a [String],
 }
 
 impl Judge<'_> {
@@ -287,6 +291,10 @@ impl Judge<'_> {
             self.node(*a)?;
         }
         let words: Vec<String> = args.iter().map(|a| literal(self, *a).unwrap_or_else(|| self.text(*a))).collect();
+        // A verification command is named as the project runs it, path and all (`./gradlew`).
+        if code_intel_codebase::verify::matching(self.verify, &name, &words).is_some() {
+            return Ok(());
+        }
         let base = match name.rsplit_once('/') {
             Some(("/bin" | "/usr/bin" | "/usr/local/bin", base)) => base.to_owned(),
             Some(_) => {
@@ -656,14 +664,14 @@ mod tests {
     #[test]
     fn writing_commands_are_refused() {
         for cmd in WRITING {
-            assert!(check(cmd, &[]).is_err(), "allowed: {cmd}");
+            assert!(check(cmd, &[], &[]).is_err(), "allowed: {cmd}");
         }
     }
 
     #[test]
     fn read_only_commands_run() {
         for cmd in READ_ONLY {
-            assert_eq!(check(cmd, &[]), Ok(()), "refused: {cmd}");
+            assert_eq!(check(cmd, &[], &[]), Ok(()), "refused: {cmd}");
         }
     }
 
@@ -674,19 +682,51 @@ mod tests {
 
     #[test]
     fn a_project_may_add_commands() {
-        assert!(check("make -n", &[]).is_err());
-        assert_eq!(check("make -n", &["make".into()]), Ok(()));
-        assert_eq!(check("cargo metadata --format-version 1", &["cargo metadata".into()]), Ok(()));
-        assert!(check("cargo build", &["cargo metadata".into()]).is_err());
+        assert!(check("make -n", &[], &[]).is_err());
+        assert_eq!(check("make -n", &["make".into()], &[]), Ok(()));
+        assert_eq!(check("cargo metadata --format-version 1", &["cargo metadata".into()], &[]), Ok(()));
+        assert!(check("cargo build", &["cargo metadata".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn verification_commands_run_and_writes_around_them_do_not() {
+        let verify: Vec<String> = ["python3 -m unittest", "pytest", "cargo test", "npm test", "make", "./gradlew test"]
+            .map(String::from)
+            .to_vec();
+        for ok in [
+            "python3 -m unittest -q",
+            "python3 -m unittest tests.test_calc -v 2>&1 | tail -20",
+            "pytest -x tests/",
+            "cd app && pytest",
+            "cargo test --locked",
+            "npm test",
+            "make check",
+            "./gradlew test",
+        ] {
+            assert_eq!(check(ok, &[], &verify), Ok(()), "refused: {ok}");
+        }
+        for refused in [
+            "python3 -c \"open('app/calc.py','w')\"",
+            "python3 script.py",
+            "pytest > out.txt",
+            "cargo test && echo x >> src/lib.rs",
+            "make lint --fix",
+            "npm install",
+            "./gradlew clean",
+        ] {
+            assert!(check(refused, &[], &verify).is_err(), "allowed: {refused}");
+        }
+        // Outside the verification phases the same commands stay refused.
+        assert!(check("python3 -m unittest -q", &[], &[]).is_err());
     }
 
     #[test]
     fn refusals_say_why() {
-        let why = check("echo x > notes.md", &[]).unwrap_err();
+        let why = check("echo x > notes.md", &[], &[]).unwrap_err();
         assert!(why.contains("writes to a file"), "{why}");
-        let why = check("sh -c 'rm x'", &[]).unwrap_err();
+        let why = check("sh -c 'rm x'", &[], &[]).unwrap_err();
         assert!(why.contains("`sh` is not on the read-only list"), "{why}");
-        let why = check("$CMD x", &[]).unwrap_err();
+        let why = check("$CMD x", &[], &[]).unwrap_err();
         assert!(why.contains("computed at run time"), "{why}");
     }
 }

@@ -67,6 +67,11 @@ impl Workspace {
         self.contract.error(key, vars)
     }
 
+    /// The project's test, build and lint commands: declared in the config, else detected.
+    pub fn verify_commands(&self) -> code_intel_codebase::verify::VerifyCommands {
+        code_intel_codebase::verify::commands(self.repo.root(), &self.config.verify_commands)
+    }
+
     /// True in the server: a missing index is built in the background.
     pub fn builds_index_in_background(&self) -> bool {
         self.watch

@@ -9,6 +9,7 @@
 //! - an output field that may be `null` becomes `anyOf` of its type and `null`, each branch
 //!   with a single `type`.
 
+use code_intel_workflow::engine::schema::is_standard_format;
 use serde_json::{Map, Value};
 
 /// Keywords that belong to a value's type; they move into the non-null branch.
@@ -37,8 +38,8 @@ const TYPED_KEYWORDS: &[&str] = &[
 
 /// Rewrites an input schema: optional properties drop `null`. What tells a model nothing is
 /// left out, since every byte of an input schema is read by the model on every turn: the
-/// `$schema` dialect (MCP's default, 2020-12) and integer widths (`"format": "uint32"`; the
-/// `minimum` stays).
+/// `$schema` dialect (MCP's default, 2020-12). Both sides lose formats JSON Schema does not
+/// define (`"format": "uint32"`; the `minimum` stays).
 pub fn input(schema: &mut Map<String, Value>) {
     schema.remove("$schema");
     visit(schema, Side::Input);
@@ -62,9 +63,11 @@ fn visit(schema: &mut Map<String, Value>, side: Side) {
     split_type(schema, side);
     if let Side::Input = side {
         drop_null_branch(schema);
-        if schema.get("type").and_then(Value::as_str) == Some("integer") {
-            schema.remove("format");
-        }
+    }
+    // schemars names integer widths and floats as formats (`uint8`, `double`); JSON Schema
+    // defines no such format, and clients warn about each one. The range stays in `minimum`.
+    if schema.get("format").and_then(Value::as_str).is_some_and(|f| !is_standard_format(f)) {
+        schema.shift_remove("format");
     }
     for key in ["properties", "$defs", "definitions", "patternProperties"] {
         if let Some(Value::Object(children)) = schema.get_mut(key) {
@@ -158,7 +161,8 @@ mod tests {
     use serde_json::json;
 
     /// Every problem the Inspector's --strict check reports, found by the same rules: a `type`
-    /// that is an array, a bare `true`, a schema with no type-giving keyword.
+    /// that is an array, a bare `true`, a schema with no type-giving keyword; and a `format`
+    /// JSON Schema does not define, which a strict validator warns about.
     fn problems(value: &Value, path: &str, out: &mut Vec<String>) {
         let schema = match value {
             Value::Object(schema) => schema,
@@ -169,6 +173,12 @@ mod tests {
         }
         if !["type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const"].iter().any(|k| schema.contains_key(*k)) {
             out.push(format!("{path}: no validation keyword"));
+        }
+        // What a strict validator (Claude Code's) reports: a format JSON Schema does not define.
+        if let Some(f) = schema.get("format").and_then(Value::as_str)
+            && !is_standard_format(f)
+        {
+            out.push(format!("{path}: unknown format \"{f}\""));
         }
         for key in ["properties", "$defs", "definitions"] {
             if let Some(Value::Object(children)) = schema.get(key) {

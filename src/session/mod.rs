@@ -151,6 +151,7 @@ impl Sessions {
                 flags,
                 created_at: chrono::Utc::now().to_rfc3339(),
                 stale_branches: stale,
+                verify_commands: ws.verify_commands().commands,
             },
         );
         let stale_branches = stale.then(|| branches::stale::list(ws.repo.root()).unwrap_or_default());

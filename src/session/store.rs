@@ -288,6 +288,7 @@ mod tests {
             flags: Flags::default(),
             created_at: "2026-11-23T00:00:00Z".into(),
             stale_branches: false,
+            verify_commands: Vec::new(),
         };
         start(&Contract::builtin(), params).0
     }

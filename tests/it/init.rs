@@ -87,6 +87,11 @@ fn writes_everything_and_merges_what_the_user_has() {
     assert!(agents.starts_with("# Agents\n\nBe nice.\n") && agents.contains("## git-code-intel"), "{agents}");
     let codex = std::fs::read_to_string(root.join(".codex/config.toml")).unwrap();
     assert!(codex.contains("[mcp_servers.code-intel]") && codex.contains("command = \"git-code-intel\""));
+    assert_eq!(action(&report, ".codex/hooks.json"), "created");
+    let hooks: Value = serde_json::from_str(&std::fs::read_to_string(root.join(".codex/hooks.json")).unwrap()).unwrap();
+    assert_eq!(hooks["hooks"]["PreToolUse"][0]["matcher"], "Bash|apply_patch");
+    assert_eq!(hooks["hooks"]["PreToolUse"][0]["hooks"][0]["command"], "git-code-intel hook codex-pre-tool-use");
+    assert_eq!(hooks["hooks"]["SessionStart"][0]["hooks"][0]["command"], "git-code-intel hook codex-session-start");
     let gitignore = std::fs::read_to_string(root.join(".gitignore")).unwrap();
     assert!(gitignore.starts_with(&before_gitignore) && gitignore.contains(".code-intel/index/"));
     let skill = std::fs::read_to_string(root.join(".claude/commands/code.md")).unwrap();
@@ -319,4 +324,74 @@ fn codex_and_claude_code_get_the_same_procedures() {
     }
     let outcome = std::fs::read_to_string(root.join(".claude/commands/outcome.md")).unwrap();
     assert!(outcome.contains("record_outcome") && outcome.contains("success"), "{outcome}");
+}
+
+/// init ends with the one-time step each client needs from the user, and `doctor` checks each
+/// client's set-up: what init wrote is there, what only the user can do is named with its fix.
+#[test]
+fn init_names_the_first_run_steps_and_doctor_checks_them() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(args)
+            .current_dir(root)
+            .env("HOME", home.path())
+            .env_remove("CODEX_HOME")
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = run(&["doctor"]);
+    assert_eq!(code, 1, "nothing set up yet: {out}");
+    assert!(out.contains("missing") && out.contains("run `git code-intel init`"), "{out}");
+    let (code, out) = run(&["init"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Once, before the tools appear in a client:"), "{out}");
+    assert!(out.contains("Claude Code: Claude Code asks once") && out.contains("enabledMcpjsonServers"), "{out}");
+    assert!(
+        out.contains("Codex: Codex reads the project's .codex/") && out.contains("trust_level = \"trusted\""),
+        "{out}"
+    );
+    let (_, out) = run(&["--json", "doctor"]);
+    let checks: Value = serde_json::from_str(&out).unwrap();
+    let status = |client: &str, what: &str| -> String {
+        checks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["client"] == client && c["what"].as_str().unwrap().contains(what))
+            .unwrap_or_else(|| panic!("no check {client} {what}: {checks}"))["status"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(status("claude-code", ".mcp.json"), "ok");
+    assert_eq!(status("claude-code", "hooks"), "ok");
+    assert_eq!(status("codex", "hooks.json"), "ok");
+    assert_eq!(status("codex", "config.toml"), "ok");
+    assert_eq!(status("claude-code", "approved"), "todo");
+    assert_eq!(status("codex", "project trusted"), "todo");
+    assert_eq!(status("codex", "hooks reviewed"), "todo");
+    // The user's one-time steps, where doctor can see them.
+    std::fs::write(root.join(".claude/settings.local.json"), r#"{"enabledMcpjsonServers": ["code-intel"]}"#).unwrap();
+    std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+    let canonical = root.canonicalize().unwrap();
+    std::fs::write(
+        home.path().join(".codex/config.toml"),
+        format!(
+            "[projects.\"{root}\"]\ntrust_level = \"trusted\"\n\n[hooks.state.\"{root}/.codex/hooks.json:pre_tool_use:0:0\"]\ntrusted_hash = \"sha256:x\"\n\n[hooks.state.\"{root}/.codex/hooks.json:session_start:0:0\"]\ntrusted_hash = \"sha256:y\"\n",
+            root = canonical.display()
+        ),
+    )
+    .unwrap();
+    let (_, out) = run(&["--json", "doctor"]);
+    let checks: Value = serde_json::from_str(&out).unwrap();
+    for c in checks.as_array().unwrap() {
+        if c["client"] != "both" {
+            assert_eq!(c["status"], "ok", "{c}");
+        }
+    }
 }

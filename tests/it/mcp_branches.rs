@@ -5,7 +5,7 @@ use crate::common::git;
 
 use std::path::Path;
 
-use crate::common::mcp_client::{Client, call, connect, ok, structured, submit};
+use crate::common::mcp_client::{Client, call, connect, err, ok, structured, submit};
 use serde_json::{Value, json};
 
 fn repo(branch: &str) -> tempfile::TempDir {
@@ -364,6 +364,50 @@ async fn cleanup_keeps_unmerged_work_until_confirmed() {
     assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
     let r = call(&client, "cleanup_stale_branches", json!({"action": "rebase"})).await;
     assert_eq!(r.is_error, Some(true));
+    fsck(root);
+    client.cancel().await.unwrap();
+}
+
+/// A garbage finding in PRE_COMMIT is no dead end: the refusal says how to go on, and `fix`
+/// sends the session back to READY planning, where the file can be written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_finding_goes_back_to_ready_to_fix() {
+    let repo = repo("main");
+    let root = repo.path();
+    let client = connect(root).await;
+    to_pre_commit(&client, root).await;
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("    print(session)\n");
+    std::fs::write(&path, text).unwrap();
+    let keep_all = json!({"review_prompt_used": "garbage_detection.md", "commit_message": "Add logout()",
+        "reviewed_files": [{"file": "src/auth.py", "decision": "keep"},
+                           {"file": "src/debug_dump.txt", "decision": "discard", "reason": "scratch output"}],
+        "tools_used": ["review_changes"], "summary": "reviewed"});
+    ok(&client, "review_changes", json!({})).await;
+    let refused = err(&client, "submit_phase", json!({"data": keep_all})).await;
+    assert_eq!(refused["current_phase"], "PRE_COMMIT", "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains("src/auth.py") && message.contains("decision fix"), "{message}");
+    // A fix without a reason says what is missing.
+    let mut no_reason = keep_all.clone();
+    no_reason["reviewed_files"][0] = json!({"file": "src/auth.py", "decision": "fix"});
+    let r = err(&client, "submit_phase", json!({"data": no_reason})).await;
+    assert_eq!(r["error"], "payload_mismatch", "{r}");
+    let mut fix = keep_all.clone();
+    fix["reviewed_files"][0] =
+        json!({"file": "src/auth.py", "decision": "fix", "reason": "remove the print(session) debug line"});
+    let r = submit(&client, fix).await;
+    assert_eq!((r["phase"].as_str(), r["ready_substep"].as_str()), (Some("READY"), Some("READY_PLAN")), "{r}");
+    let instruction = r["instruction"].as_str().unwrap();
+    assert!(instruction.contains("src/auth.py (remove the print(session) debug line)"), "{instruction}");
+    // Nothing was committed, and the file may be written again.
+    let log = git(root, &["log", "--all", "--format=%s"]);
+    assert!(!log.contains("Add logout()"), "{log}");
+    let event =
+        json!({"hook_event_name": "PreToolUse", "tool_name": "Edit", "tool_input": {"file_path": "src/auth.py"}});
+    let (code, _, why) = crate::common::run_cli(root, &["hook", "claude-pre-tool-use"], &event.to_string());
+    assert_eq!(code, 0, "{why}");
     fsck(root);
     client.cancel().await.unwrap();
 }

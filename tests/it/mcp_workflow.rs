@@ -479,11 +479,7 @@ async fn hooks_status_and_clean_follow_the_session() {
     assert_eq!(hook(root, "Bash", json!({"command": "rm -rf src"})).0, 0);
     assert_eq!(cli(root, &["status"], "").1.trim(), "No active session.");
     assert_eq!(cli(root, &["hook", "claude-session-start"], "").1, "");
-    assert_eq!(
-        cli(root, &["hook", "claude-pre-tool-use"], "not json").0,
-        2,
-        "input that is not a hook event is blocked"
-    );
+    assert_eq!(cli(root, &["hook", "claude-pre-tool-use"], "not json").0, 0, "no session: nothing to guard");
 
     let client = connect(root).await;
     start(&client, "IMPLEMENT", json!({"quick": true, "no_doc_research": true})).await;
@@ -500,6 +496,10 @@ async fn hooks_status_and_clean_follow_the_session() {
     assert_eq!(hook(root, "Read", json!({"file_path": "src/auth.py"})).0, 0);
     let (_, start_text, _) = cli(root, &["hook", "claude-session-start"], "");
     assert!(start_text.contains("phase QUERY_FRAME (step 4)"), "{start_text}");
+    // Input that cannot be judged while a session is active is blocked, with the fix named.
+    let (code, _, why) = cli(root, &["hook", "claude-pre-tool-use"], "not json");
+    assert_eq!(code, 2, "input that is not a hook event is blocked");
+    assert!(why.contains("could not read this tool call") && why.contains("git code-intel doctor"), "{why}");
 
     let (_, text, _) = cli(root, &["status"], "");
     assert!(text.contains("QUERY_FRAME (step 4)") && text.contains("quick"), "{text}");
@@ -647,4 +647,124 @@ async fn a_refused_submit_after_a_compaction_returns_the_summaries() {
     assert_eq!(r["phase_summaries"]["step_03_DOCUMENT_RESEARCH"], "docs read");
     fsck_clean(repo.path());
     client.cancel().await.unwrap();
+}
+
+fn codex_hook(root: &Path, tool: &str, input: Value) -> (i32, String) {
+    let event = json!({"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "cwd": root, "session_id": "s"});
+    let (code, _, err) = cli(root, &["hook", "codex-pre-tool-use"], &event.to_string());
+    (code, err)
+}
+
+/// Codex's shell and apply_patch calls are judged as Claude Code's are: every path a patch
+/// adds, updates, deletes or moves, and every shell command outside READY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_hooks_judge_patches_and_shell_commands() {
+    let repo = repo();
+    let root = repo.path();
+    let update =
+        "*** Begin Patch\n*** Update File: src/auth.py\n@@\n-import hashlib\n+import hashlib  # x\n*** End Patch\n";
+    assert_eq!(codex_hook(root, "apply_patch", json!({"command": update})).0, 0, "no session: allowed");
+    let client = connect(root).await;
+    start(&client, "IMPLEMENT", json!({"quick": true, "no_doc_research": true})).await;
+    let (code, why) = codex_hook(root, "apply_patch", json!({"command": update}));
+    assert_eq!(code, 2);
+    assert!(why.contains("Write not allowed in phase QUERY_FRAME") && why.contains("src/auth.py"), "{why}");
+    for patch in [
+        "*** Begin Patch\n*** Add File: src/new.py\n+x = 1\n*** End Patch\n",
+        "*** Begin Patch\n*** Delete File: src/app.py\n*** End Patch\n",
+        "*** Begin Patch\n*** Update File: docs/auth.md\n*** Move to: docs/login.md\n@@\n-a\n+b\n*** End Patch\n",
+    ] {
+        assert_eq!(codex_hook(root, "apply_patch", json!({"command": patch})).0, 2, "{patch}");
+    }
+    for command in
+        [json!("echo x >> src/auth.py"), json!(["bash", "-lc", "echo x > src/auth.py"]), json!("python3 -c 'print(1)'")]
+    {
+        let (code, why) = codex_hook(root, "Bash", json!({"command": command}));
+        assert_eq!(code, 2, "{command}");
+        assert!(why.contains("QUERY_FRAME"), "{why}");
+    }
+    assert_eq!(codex_hook(root, "Bash", json!({"command": "git status && ls src"})).0, 0);
+    assert_eq!(codex_hook(root, "mcp__code-intel__get_symbols", json!({"path": "src/auth.py"})).0, 0);
+
+    // READY: a patch may touch explored files only, every one of them.
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
+                           "tools_used": [], "summary": "plan"})).await;
+    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    assert_eq!(codex_hook(root, "apply_patch", json!({"command": update})).0, 0);
+    let both = "*** Begin Patch\n*** Update File: src/auth.py\n@@\n-a\n+b\n*** Update File: docs/auth.md\n@@\n-a\n+b\n*** End Patch\n";
+    let (code, why) = codex_hook(root, "apply_patch", json!({"command": both}));
+    assert_eq!(code, 2, "one unexplored file blocks the patch");
+    assert!(why.contains("docs/auth.md"), "{why}");
+    assert_eq!(codex_hook(root, "Bash", json!({"command": "echo x > notes.txt"})).0, 0, "READY: shell writes run");
+    let (_, start_text, _) = cli(root, &["hook", "codex-session-start"], "{}");
+    assert!(start_text.contains("phase READY"), "{start_text}");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+/// In the verification phases the project's test commands run under both clients' hooks (the
+/// detected ones, or the declared ones instead), and the instruction names them; writes do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_runs_the_projects_tests() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client, "IMPLEMENT", json!({"quick": true, "no_doc_research": true})).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
+                           "tools_used": [], "summary": "plan"})).await;
+    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let (a, b) = implement_refresh(root);
+    submit(&client, json!({"task_id": "t1", "checklist": [{"item": "i", "status": "done", "evidence": format!("src/auth.py:{a}-{b}")}],
+                           "tools_used": ["check_write_target"], "summary": "done"})).await;
+    let r = submit(&client, json!({"summary": "complete"})).await;
+    assert_eq!(r["phase"], "POST_IMPL_VERIFY", "{r}");
+    let instruction = r["instruction"].as_str().unwrap();
+    assert!(instruction.contains("`python3 -m unittest`") && instruction.contains("`pytest`"), "{instruction}");
+    for command in ["python3 -m unittest -q", "pytest -x tests/test_auth.py", "python3 -m pytest 2>&1 | tail -5"] {
+        assert_eq!(hook(root, "Bash", json!({"command": command})), (0, String::new()), "{command}");
+        assert_eq!(codex_hook(root, "Bash", json!({"command": command})).0, 0, "{command}");
+    }
+    for command in
+        ["python3 -c 'open(\"src/auth.py\",\"w\")'", "pytest > report.txt", "echo x >> src/auth.py", "cargo test"]
+    {
+        let (code, why) = hook(root, "Bash", json!({"command": command}));
+        assert_eq!(code, 2, "{command}");
+        assert!(why.contains("`python3 -m unittest`"), "the refusal lists the commands that run: {why}");
+    }
+    assert_eq!(hook(root, "Edit", json!({"file_path": "src/auth.py"})).0, 2, "source files change in READY");
+    // Declared commands replace the detected ones, read when the hook runs.
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    std::fs::write(root.join(".code-intel/config.json"), r#"{"verify_commands": ["make check"]}"#).unwrap();
+    assert_eq!(hook(root, "Bash", json!({"command": "make check"})).0, 0);
+    assert_eq!(hook(root, "Bash", json!({"command": "pytest"})).0, 2);
+    std::fs::remove_file(root.join(".code-intel/config.json")).unwrap();
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+/// A hook that cannot run says why and does not block every tool: an unknown hook name (hooks
+/// from a newer `init`) exits 1 with the fix, never clap's usage text with the blocking 2; a
+/// hook run outside a repository lets the tool run.
+#[test]
+fn a_hook_that_cannot_run_fails_open_and_says_why() {
+    let repo = repo();
+    let root = repo.path();
+    // (Empty input: a hook that exits before reading must not fail the test's own write.)
+    let (code, out, err) = cli(root, &["hook", "cursor-pre-tool-use"], "");
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty());
+    assert!(err.contains("hook cursor-pre-tool-use") && err.contains("git code-intel init"), "{err}");
+    assert!(!err.contains("Usage"), "{err}");
+    let (code, _, err) = cli(root, &["hook", "claude-pre-tool-use", "--bogus"], "");
+    assert_eq!(code, 1, "{err}");
+    let outside = tempfile::tempdir().unwrap();
+    let (code, out, err) = cli(outside.path(), &["hook", "claude-pre-tool-use"], "");
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    let (code, _, _) = cli(outside.path(), &["hook", "codex-session-start"], "");
+    assert_eq!(code, 0);
+    // Anything else that does not parse is still an error with the usage text.
+    assert_eq!(cli(root, &["no-such-command"], "").0, 2);
 }

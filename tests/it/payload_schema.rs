@@ -84,6 +84,20 @@ fn schema_of(s: &Session) -> Value {
     serde_json::to_value(response::for_phase(&s.contract, &s.cp)).unwrap()["expected_payload_schema"].clone()
 }
 
+/// Every `format` keyword in a schema.
+fn formats_in(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::String(f)) = o.get("format") {
+                out.push(f.clone());
+            }
+            o.values().for_each(|c| formats_in(c, out));
+        }
+        Value::Array(a) => a.iter().for_each(|c| formats_in(c, out)),
+        _ => {}
+    }
+}
+
 #[test]
 fn every_phase_is_covered() {
     let keys: std::collections::BTreeSet<&str> = sessions().iter().map(|(k, _)| *k).collect();
@@ -96,6 +110,10 @@ fn every_phase_is_covered() {
         assert_eq!(substep, key, "the session meant for {key} is in {substep}");
         let schema = &r["expected_payload_schema"];
         assert!(jsonschema::meta::is_valid(schema), "{key}: not a valid JSON Schema: {schema}");
+        let mut formats = Vec::new();
+        formats_in(schema, &mut formats);
+        formats.retain(|f| !code_intel_workflow::engine::schema::is_standard_format(f));
+        assert!(formats.is_empty(), "{key}: formats JSON Schema does not define: {formats:?}");
         // The readable expected_payload lists exactly the schema's fields.
         let described: Vec<&String> = r["expected_payload"].as_object().unwrap().keys().collect();
         let fields: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();

@@ -32,6 +32,10 @@ pub struct Config {
     /// Shell commands the PreToolUse hook lets run outside READY besides the built-in
     /// read-only ones: a name (`make`) or a name and its first operand (`cargo metadata`).
     pub read_only_commands: Vec<String>,
+    /// The commands that run the project's tests, builds and linters (`python3 -m unittest`,
+    /// `make check`): in the verification phases the hooks let them run, and the prompts name
+    /// them. Empty: the usual runners of the ecosystems found at the root ([`crate::verify`]).
+    pub verify_commands: Vec<String>,
 }
 
 impl Default for Config {
@@ -48,6 +52,7 @@ impl Default for Config {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             garbage: crate::garbage::GarbageRules::default(),
             read_only_commands: Vec::new(),
+            verify_commands: Vec::new(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The codebase as the tools see it: the project's [`config`], the repository root and its path
 //! rules ([`repo`]), the gitignore-aware [`walk`], the file [`watch`]er, the languages
 //! ([`lang`]) and their syntax trees ([`syntax`]), the persistent symbol [`index`] and the
-//! [`derived`]-file format it is written in, and the [`garbage`] checks of the pre-commit hook.
+//! [`derived`]-file format it is written in, the [`garbage`] checks of the pre-commit hook, and
+//! the commands that [`verify`] a change.
 //!
 //! It may use the pure workflow crate and nothing else of this workspace: no refs, no sessions,
 //! no embeddings, no MCP.
@@ -16,6 +17,7 @@ pub mod index;
 pub mod lang;
 pub mod repo;
 pub mod syntax;
+pub mod verify;
 pub mod walk;
 pub mod watch;
 

@@ -101,6 +101,7 @@ catalogue! {
     MISSING_COMMIT_MESSAGE = ["failures", "PRE_COMMIT", "missing_commit_message"] () Shape;
     PRE_COMMIT_NO_TASK_BRANCH = ["failures", "PRE_COMMIT", "branch_manager_not_found"] () State;
     REVIEW_FAILED = ["failures", "PRE_COMMIT", "review_failed"] () Shape;
+    FIX_REASON_REQUIRED = ["failures", "PRE_COMMIT", "fix_reason_required"] ("files") Shape;
     REVIEW_INCOMPLETE = ["failures", "PRE_COMMIT", "review_incomplete"] ("files") Content;
     GARBAGE_IN_COMMIT = ["failures", "PRE_COMMIT", "garbage_in_commit"] ("findings") Content;
     PRE_COMMIT_HOOK_FAILED = ["failures", "PRE_COMMIT", "pre_commit_hook_failed"] ("hook") Content;
@@ -170,6 +171,8 @@ catalogue! {
     NO_SESSION_FOR_OUTCOME = ["tool_errors", "query", "no_session_for_outcome"] () State;
     OUTCOME_FAILED = ["tool_errors", "query", "outcome_failed"] ("error") Failure;
     BASH_WRITE_BLOCKED = ["tool_errors", "hooks", "bash_write_blocked"] ("phase", "why", "command") State;
+    BASH_VERIFY_BLOCKED = ["tool_errors", "hooks", "bash_verify_blocked"] ("phase", "why", "command", "verify_commands") State;
+    HOOK_INPUT_UNREADABLE = ["tool_errors", "hooks", "hook_input_unreadable"] ("why", "session_id") Failure;
     /// The error code only: its message is made at run time, from what went wrong.
     BRANCH_SETUP_FAILED = ["tool_errors", "start_session", "branch_setup_failed"] () Failure;
 
@@ -183,6 +186,8 @@ catalogue! {
     CHECKPOINT_CONFLICT = ["session_messages", "checkpoint_conflict"] () Failure;
     LOCK_IN_THE_WAY = ["session_messages", "lock_in_the_way"] ("path") Failure;
     REVERT_TO_PLANNING = ["session_messages", "revert_to_planning"] ("reason", "tasks") Note;
+    FIX_BEFORE_COMMIT = ["session_messages", "fix_before_commit"] ("fixes") Note;
+    NO_VERIFY_COMMANDS = ["session_messages", "no_verify_commands"] () Note;
     VERIFICATION_FAILED_ONLY_VERIFY = ["session_messages", "verification_failed_only_verify"] () Note;
     PROJECT_RULES_STALE = ["session_messages", "project_rules_stale"] ("files") Note;
     PROJECT_RULES_HEADER = ["session_messages", "project_rules_header"] ("sources") Note;
@@ -224,8 +229,8 @@ pub const INSTRUCTIONS: &[(&str, &[&str])] = &[
     ("READY_PLAN", &[]),
     ("READY_IMPL", &["task_id"]),
     ("READY_COMPLETE", &[]),
-    ("POST_IMPL_VERIFY", &[]),
-    ("VERIFY_INTERVENTION", &[]),
+    ("POST_IMPL_VERIFY", &["verify_commands"]),
+    ("VERIFY_INTERVENTION", &["verify_commands"]),
     ("PRE_COMMIT", &[]),
     ("QUALITY_REVIEW", &[]),
     ("MERGE", &[]),

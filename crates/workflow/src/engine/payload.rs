@@ -418,11 +418,12 @@ pub struct ReviewedFileFields {
     #[serde(alias = "path")]
     #[schemars(required, regex(pattern = r"\S"))]
     pub file: Option<String>,
-    /// keep: commit it; discard: restore it to the base commit (a new file is deleted).
+    /// keep: commit it; discard: restore it to the base commit (a new file is deleted); fix:
+    /// nothing is committed yet, the session goes back to READY planning to change it.
     #[serde(alias = "action")]
-    #[schemars(required, extend("enum" = ["keep", "discard"]))]
+    #[schemars(required, extend("enum" = ["keep", "discard", "fix"]))]
     pub decision: Option<String>,
-    /// Why; required for discard.
+    /// Why; required for discard and fix (for fix: what to change).
     pub reason: Option<String>,
 }
 
@@ -441,8 +442,8 @@ pub struct PreCommitPayload {
     /// The garbage-detection procedure you followed (name or path).
     pub review_prompt_used: Option<String>,
     /// A decision for every file review_changes lists (its own earlier changes of the user's
-    /// aside): keep, or discard with a reason. A file the garbage check flags is committed only
-    /// when kept with a reason.
+    /// aside): keep, discard with a reason, or fix with what to change (back to READY). A file
+    /// the garbage check flags is committed only when kept with a reason.
     #[schemars(required)]
     pub reviewed_files: Option<Vec<ReviewedFile>>,
     /// The message of the commit made on the task branch.

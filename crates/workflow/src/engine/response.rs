@@ -231,6 +231,14 @@ pub fn instruction(contract: &Contract, state: &SessionState) -> String {
             let next = state.pending_tasks().next().map(|t| t.id.as_str()).unwrap_or("");
             contract.instruction(key, &[("task_id", next)])
         }
+        "POST_IMPL_VERIFY" | "VERIFY_INTERVENTION" => {
+            let commands = if state.verify_commands.is_empty() {
+                contract.message(&msg::NO_VERIFY_COMMANDS, &[])
+            } else {
+                state.verify_commands.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+            };
+            contract.instruction(key, &[("verify_commands", &commands)])
+        }
         _ => contract.instruction(key, &[]),
     };
     if key == "READY_PLAN"

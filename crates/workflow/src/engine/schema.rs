@@ -58,6 +58,36 @@ pub fn required_tools(key: &str) -> &'static [&'static str] {
     }
 }
 
+/// The formats JSON Schema (2020-12) defines. A client validates a schema with another
+/// `format` as an error or a warning (Claude Code prints `unknown format "uint8" ignored`), so
+/// every schema we send keeps only these; a number's range stays in `minimum`/`maximum`.
+pub const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Whether `format` is one JSON Schema defines.
+pub fn is_standard_format(format: &str) -> bool {
+    STANDARD_FORMATS.contains(&format)
+}
+
 /// How many distinct code-intelligence tools EXPLORATION needs.
 pub const EXPLORATION_MIN_TOOLS: usize = 2;
 
@@ -82,9 +112,9 @@ fn strip_optional_null(v: &mut Value) {
             if let Some(Value::String(d)) = o.get_mut("description") {
                 *d = d.split_whitespace().collect::<Vec<_>>().join(" ");
             }
-            // schemars' integer formats (uint64, …) are not JSON Schema formats.
-            if o.get("format").and_then(Value::as_str).is_some_and(|f| f.starts_with("int") || f.starts_with("uint")) {
-                o.remove("format");
+            // schemars' number formats (uint8, int64, double, …) are not JSON Schema formats.
+            if o.get("format").and_then(Value::as_str).is_some_and(|f| !is_standard_format(f)) {
+                o.shift_remove("format");
             }
             if let Some(Value::Array(types)) = o.get_mut("type") {
                 types.retain(|t| t != "null");
@@ -204,7 +234,7 @@ pub fn for_state(key: &str, state: &SessionState) -> Value {
         "READY_PLAN" => plan_schema(props, state),
         "READY_IMPL" => task_schema(props, state),
         "PRE_COMMIT" => {
-            // A discard needs its reason.
+            // A discard or a fix needs its reason.
             if let Some(item) =
                 props.get_mut("reviewed_files").and_then(|f| f.get_mut("items")).and_then(Value::as_object_mut)
             {
@@ -213,6 +243,7 @@ pub fn for_state(key: &str, state: &SessionState) -> Value {
                     json!([
                         {"properties": {"decision": {"const": "keep"}}},
                         {"properties": {"decision": {"const": "discard"}, "reason": {"pattern": r"\S"}}, "required": ["reason"]},
+                        {"properties": {"decision": {"const": "fix"}, "reason": {"pattern": r"\S"}}, "required": ["reason"]},
                     ]),
                 );
             }

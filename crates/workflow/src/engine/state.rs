@@ -159,6 +159,11 @@ pub struct SessionState {
     /// What QUERY_FRAME named as the target, kept for the Map when the session succeeds.
     #[serde(default)]
     pub learned: Learned,
+    /// The project's test, build and lint commands when the session started, which the
+    /// verification phases' instructions name. What the hooks let run is read from the project
+    /// each time, never from here.
+    #[serde(default)]
+    pub verify_commands: Vec<String>,
 }
 
 /// The parts of a session the Map learns from, besides the query and the task evidence.

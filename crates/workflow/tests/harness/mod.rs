@@ -33,6 +33,7 @@ impl Session {
                 flags,
                 created_at: "2026-11-22T00:00:00Z".into(),
                 stale_branches: stale,
+                verify_commands: vec!["python3 -m unittest".into()],
             },
         );
         assert!(response.success);

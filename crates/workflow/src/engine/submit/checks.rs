@@ -99,6 +99,28 @@ impl Step<'_> {
         }
     }
 
+    /// Files the review sends back to READY to fix, with what to change; each needs a reason.
+    pub(super) fn fixed_files(&self, p: &payload::PreCommitPayload) -> Result<Vec<(String, String)>, Refused> {
+        let mut fixes = Vec::new();
+        let mut unexplained = Vec::new();
+        for entry in p.reviewed_files.iter().flatten() {
+            let payload::ReviewedFile::Decision(f) = entry else { continue };
+            if f.decision.as_deref().map(str::trim) != Some("fix") {
+                continue;
+            }
+            let file = normalize_rel(f.file.as_deref().unwrap_or(""));
+            match f.reason.as_deref().map(str::trim) {
+                Some(reason) if !reason.is_empty() => fixes.push((file, reason.to_owned())),
+                _ => unexplained.push(file),
+            }
+        }
+        if unexplained.is_empty() {
+            Ok(fixes)
+        } else {
+            Err(self.refuse(msg::FIX_REASON_REQUIRED, &[("files", &unexplained.join(", "))]))
+        }
+    }
+
     /// Files the review decided to discard; each needs a reason.
     pub(super) fn discarded_files(&self, p: &payload::PreCommitPayload) -> Result<Vec<String>, Refused> {
         let mut out = Vec::new();

@@ -81,6 +81,8 @@ pub struct StartParams {
     pub created_at: String,
     /// `llm_task_*` branches left from earlier sessions.
     pub stale_branches: bool,
+    /// The project's verification commands, for the instructions.
+    pub verify_commands: Vec<String>,
 }
 
 pub fn start(contract: &Contract, p: StartParams) -> (Checkpoint, PhaseResponse) {
@@ -107,6 +109,7 @@ pub fn start(contract: &Contract, p: StartParams) -> (Checkpoint, PhaseResponse)
         forced_completion: false,
         created_at: p.created_at,
         learned: Default::default(),
+        verify_commands: p.verify_commands,
     };
     let session = Checkpoint { orchestrator_state: state, phase_payloads: BTreeMap::new() };
     let response = response::for_phase(contract, &session);

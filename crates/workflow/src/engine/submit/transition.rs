@@ -138,9 +138,19 @@ impl Step<'_> {
                     return Err(self.refuse(msg::MISSING_COMMIT_MESSAGE, &[]));
                 }
                 let discard = self.discarded_files(p)?;
+                let fixes = self.fixed_files(p)?;
                 self.check_every_file_reviewed(p)?;
                 if state.task_branch.is_none() {
                     return Err(self.refuse(msg::PRE_COMMIT_NO_TASK_BRANCH, &[]));
+                }
+                if !fixes.is_empty() {
+                    // Nothing is committed: back to planning, where the files can be written
+                    // (they are the task's own changes, so they count as explored).
+                    let listed: Vec<String> = fixes.iter().map(|(f, why)| format!("{f} ({why})")).collect();
+                    st.explored_files.extend(fixes.into_iter().map(|(f, _)| f).filter(|f| !f.is_empty()));
+                    let reason = self.contract.message(&msg::FIX_BEFORE_COMMIT, &[("fixes", &listed.join("; "))]);
+                    st.revert_reason = Some(reason);
+                    return Ok(Next::Phase(Phase::Ready, Some(ReadyStep::Plan)));
                 }
                 let keep_with_reason = kept_with_reason(p);
                 out.effect = Some(Effect::Commit { message, discard, keep_with_reason, gated: true });
