@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, and the whole test suite (unit, 12-language fixtures,
-# end-to-end MCP over stdio, embeddings from the real model).
+# end-to-end MCP over stdio, embeddings from the real model, the real Claude Code and Codex).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Builds stay incremental across clones when the target directory lives outside the checkout.
@@ -18,3 +18,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --document-private-items
 # The official MCP Inspector as a second client: tools/list must pass its --strict schema
 # portability check (0 errors, 0 warnings). The binary is the one cargo test built.
 bash scripts/inspector.sh "$CARGO_TARGET_DIR/debug/git-code-intel"
+# The real clients: Claude Code and Codex (pinned in tests/clients/versions.env, installed from
+# npm into a cache) drive whole sessions through our MCP server and hooks, with a scripted model
+# on 127.0.0.1; every schema is compiled by Ajv in strict mode first.
+bash scripts/clients.sh "$CARGO_TARGET_DIR/debug/git-code-intel"
