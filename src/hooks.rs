@@ -329,23 +329,43 @@ pub fn session_start(ws: &Workspace) -> Option<String> {
         serde_json::Value::Object(status.expected_payload),
         state.compaction_count,
     );
-    let summaries = stored.checkpoint.summaries();
-    if !summaries.is_empty() {
-        out.push_str("Phase summaries:\n");
-        for (k, v) in summaries {
-            out.push_str(&format!("- {k}: {v}\n"));
-        }
-    }
+    let mut tail = String::new();
     let rules = crate::context::project_rules(ws.repo.root(), &ws.contract);
     if !rules.summary.is_empty() {
         let from: Vec<&str> = rules.sources.iter().map(|s| s.path.as_str()).collect();
         let header = ws
             .contract
             .message(&code_intel_workflow::contract::catalogue::PROJECT_RULES_HEADER, &[("sources", &from.join(", "))]);
-        out.push_str(&format!("{header}\n{}\n", rules.summary));
+        tail.push_str(&format!("{header}\n{}\n", rules.summary));
     }
     if let Some(note) = rules.note {
-        out.push_str(&format!("{note}\n"));
+        tail.push_str(&format!("{note}\n"));
     }
+    let summaries = stored.checkpoint.summaries();
+    if !summaries.is_empty() {
+        // Claude Code replaces hook output over 10,000 characters with a file path and a
+        // preview: the summaries give way, evenly, so the rest arrives whole.
+        let room = SESSION_START_LIMIT.saturating_sub(out.len() + tail.len() + 400);
+        let per = room / summaries.len();
+        let mut shortened = false;
+        out.push_str("Phase summaries:\n");
+        for (k, v) in summaries {
+            let text = if v.chars().count() > per {
+                shortened = true;
+                format!("{}…", v.chars().take(per.saturating_sub(k.len() + 5)).collect::<String>())
+            } else {
+                v
+            };
+            out.push_str(&format!("- {k}: {text}\n"));
+        }
+        if shortened {
+            out.push_str(&ws.contract.message(&code_intel_workflow::contract::catalogue::SUMMARIES_SHORTENED, &[]));
+            out.push('\n');
+        }
+    }
+    out.push_str(&tail);
     Some(out)
 }
+
+/// The most SessionStart prints, under Claude Code's 10,000-character limit on hook output.
+pub const SESSION_START_LIMIT: usize = 9_500;

@@ -313,6 +313,10 @@ async fn three_failures_lead_to_intervention_then_escalation() {
                 break;
             }
             assert!(instruction.contains("interventions/*.md"), "{instruction}");
+            // reproduce_first runs the failing test alone: the project's test command runs here.
+            assert!(instruction.contains("`python3 -m unittest`"), "{instruction}");
+            assert_eq!(hook(root, "Bash", json!({"command": "python3 -m unittest tests.test_auth -v"})).0, 0);
+            assert_eq!(hook(root, "Bash", json!({"command": "echo x >> src/auth.py"})).0, 2);
             submit(&client, json!({"prompt_used": "interventions/step_back.md", "action_taken": "re-read the test", "tools_used": [], "summary": "i"})).await;
         } else {
             assert_eq!(r["phase"], "READY");
@@ -767,4 +771,22 @@ fn a_hook_that_cannot_run_fails_open_and_says_why() {
     assert_eq!(code, 0);
     // Anything else that does not parse is still an error with the usage text.
     assert_eq!(cli(root, &["no-such-command"], "").0, 2);
+}
+
+/// SessionStart stays under Claude Code's 10,000-character limit on hook output (over it, the
+/// client shows a file path and a preview): long phase summaries are shortened, and say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_start_fits_the_clients_limit() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client, "IMPLEMENT", json!({"quick": true, "no_doc_research": true})).await;
+    let long = "the frame of this request, in far too many words. ".repeat(400);
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": long})).await;
+    let (code, text, _) = cli(root, &["hook", "claude-session-start"], "");
+    assert_eq!(code, 0);
+    assert!(text.chars().count() < 10_000, "{} characters", text.chars().count());
+    assert!(text.contains("phase READY") && text.contains("QUERY_FRAME: the frame of this request"), "{text}");
+    assert!(text.contains("get_session_status returns them whole"), "{text}");
+    client.cancel().await.unwrap();
 }

@@ -76,7 +76,8 @@ const ECOSYSTEMS: &[(&[&str], &[&str])] = &[
     (&["go.mod"], &["go test", "go build", "go vet"]),
     (&["pom.xml"], &["mvn test", "mvn verify", "mvn compile", "mvn -q test"]),
     (&["build.gradle", "build.gradle.kts"], &["gradle test", "gradle build", "./gradlew test", "./gradlew build"]),
-    (&["Makefile", "makefile", "GNUmakefile"], &["make", "make test", "make check", "make lint", "make build"]),
+    // Not `make` alone: a prefix would let every target run (`make install`, `make clean`).
+    (&["Makefile", "makefile", "GNUmakefile"], &["make test", "make check", "make lint", "make build"]),
     (&["CMakeLists.txt"], &["cmake --build", "ctest"]),
     (&["Gemfile", "Rakefile"], &["bundle exec rspec", "bundle exec rake test", "rspec", "rake test"]),
     (&["composer.json"], &["composer test", "vendor/bin/phpunit", "phpunit"]),

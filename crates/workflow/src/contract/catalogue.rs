@@ -191,6 +191,7 @@ catalogue! {
     VERIFICATION_FAILED_ONLY_VERIFY = ["session_messages", "verification_failed_only_verify"] () Note;
     PROJECT_RULES_STALE = ["session_messages", "project_rules_stale"] ("files") Note;
     PROJECT_RULES_HEADER = ["session_messages", "project_rules_header"] ("sources") Note;
+    SUMMARIES_SHORTENED = ["session_messages", "summaries_shortened"] () Note;
     CONTEXT_UNREADABLE = ["session_messages", "context_unreadable"] ("path", "error") Note;
     DOC_RESEARCH_DISABLED = ["session_messages", "doc_research_disabled"] ("path") Note;
     DOC_RESEARCH_NO_DOCUMENTS = ["session_messages", "doc_research_no_documents"] ("docs_path", "path") Note;
