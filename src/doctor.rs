@@ -113,9 +113,10 @@ fn has_hooks(doc: Option<&Value>, entries: &[HookEntry]) -> bool {
 
 fn procedures(root: &Path, client: Client, name: &'static str) -> Check {
     let missing: Vec<String> = PROCEDURES.iter().map(|p| p.path(client)).filter(|p| !root.join(p).is_file()).collect();
+    let sigil = if client == Client::Codex { "$" } else { "/" };
     check(
         name,
-        "the /code and /outcome procedures",
+        format!("the {sigil}code and {sigil}outcome procedures"),
         missing.is_empty(),
         format!("missing {}: run `git code-intel init`", missing.join(", ")),
     )
@@ -141,7 +142,7 @@ fn claude_code(root: &Path) -> Vec<Check> {
         NAME,
         "the project's MCP server approved",
         claude_approved(root),
-        "Claude Code asks once, on its first start in this repository, whether to use the project's MCP servers: approve `code-intel` (or add \"enabledMcpjsonServers\": [\"code-intel\"] to .claude/settings.local.json), then restart it",
+        "approve the project's MCP server `code-intel` when Claude Code asks on its first start in this repository (or add \"enabledMcpjsonServers\": [\"code-intel\"] to .claude/settings.local.json), then restart it",
     ));
     out
 }
@@ -189,19 +190,19 @@ fn codex(root: &Path) -> Vec<Check> {
         procedures(root, Client::Codex, NAME),
         todo(
             NAME,
-            "the project's hooks reviewed and trusted",
-            codex_hooks_trusted(root),
-            "Codex runs a project's hooks only once the user has reviewed them: open Codex in this repository and trust the git-code-intel hooks in `/hooks` (until then shell writes and apply_patch are not checked)",
-        ),
-        todo(
-            NAME,
             "the project trusted",
             codex_trusted(root),
             format!(
-                "Codex reads the project's .codex/ (the MCP entry and the hooks) only in a trusted project: trust it when Codex asks on its first start here, or add [projects.\"{}\"] trust_level = \"trusted\" to {}",
+                "trust this project when Codex asks on its first start here (it reads the project's .codex/, the MCP entry and the hooks, only in a trusted project), or add [projects.\"{}\"] trust_level = \"trusted\" to {}",
                 root.display(),
                 codex_home().join("config.toml").display()
             ),
+        ),
+        todo(
+            NAME,
+            "the project's hooks reviewed and trusted",
+            codex_hooks_trusted(root),
+            "then open Codex here and trust the git-code-intel hooks in `/hooks` (Codex runs a project's hooks only once they are reviewed; until then its shell commands and apply_patch are not checked)",
         ),
     ]
 }
@@ -243,11 +244,12 @@ fn codex_trusted(root: &Path) -> bool {
     })
 }
 
-/// What `init` ends with: the one step per client only the user can take.
+/// What `init` ends with: the steps per client only the user can take (and a missing
+/// `git-code-intel` on PATH, which init cannot fix either).
 pub fn first_run_steps(root: &Path) -> Vec<String> {
     checks(root)
         .into_iter()
-        .filter(|c| c.status == Status::Todo)
+        .filter(|c| c.status != Status::Ok)
         .map(|c| format!("{}: {}", client_title(c.client), c.fix))
         .collect()
 }

@@ -350,11 +350,12 @@ fn init_names_the_first_run_steps_and_doctor_checks_them() {
     let (code, out) = run(&["init"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("Once, before the tools appear in a client:"), "{out}");
-    assert!(out.contains("Claude Code: Claude Code asks once") && out.contains("enabledMcpjsonServers"), "{out}");
     assert!(
-        out.contains("Codex: Codex reads the project's .codex/") && out.contains("trust_level = \"trusted\""),
+        out.contains("Claude Code: approve the project's MCP server") && out.contains("enabledMcpjsonServers"),
         "{out}"
     );
+    assert!(out.contains("Codex: then open Codex here and trust the git-code-intel hooks in `/hooks`"), "{out}");
+    assert!(out.contains("Codex: trust this project") && out.contains("trust_level = \"trusted\""), "{out}");
     let (_, out) = run(&["--json", "doctor"]);
     let checks: Value = serde_json::from_str(&out).unwrap();
     let status = |client: &str, what: &str| -> String {
