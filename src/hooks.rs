@@ -73,10 +73,17 @@ pub fn tool_action(client: Client, event: &Value) -> Option<ToolAction> {
     let tool = event.get("tool_name").and_then(Value::as_str)?;
     let input = event.get("tool_input").cloned().unwrap_or(Value::Null);
     let command = || shell_command(input.get("command").or_else(|| input.get("cmd")));
+    // A relative path is relative to the session's directory, which may be below the root
+    // (Codex's patches name files relative to it).
+    let cwd = event.get("cwd").and_then(Value::as_str).map(std::path::Path::new).filter(|d| d.is_absolute());
+    let anchored = |path: &str| match cwd {
+        Some(dir) if std::path::Path::new(path).is_relative() => dir.join(path).display().to_string(),
+        _ => path.to_owned(),
+    };
     Some(match (client, tool) {
         (Client::ClaudeCode, t) if CLAUDE_EDIT_TOOLS.contains(&t) => {
             match ["file_path", "notebook_path", "path"].iter().find_map(|k| input.get(*k).and_then(Value::as_str)) {
-                Some(path) => ToolAction::Write(vec![path.to_owned()]),
+                Some(path) => ToolAction::Write(vec![anchored(path)]),
                 None => ToolAction::Other,
             }
         }
@@ -89,7 +96,7 @@ pub fn tool_action(client: Client, event: &Value) -> Option<ToolAction> {
         (Client::Codex, "apply_patch") => {
             let text = command().or_else(|| input.get("input").and_then(Value::as_str).map(str::to_owned));
             let text = text.or_else(|| input.as_str().map(str::to_owned)).unwrap_or_default();
-            ToolAction::Write(crate::patch::touched_paths(&text))
+            ToolAction::Write(crate::patch::touched_paths(&text).iter().map(|p| anchored(p)).collect())
         }
         _ => ToolAction::Other,
     })

@@ -701,6 +701,13 @@ async fn codex_hooks_judge_patches_and_shell_commands() {
     assert_eq!(code, 2, "one unexplored file blocks the patch");
     assert!(why.contains("docs/auth.md"), "{why}");
     assert_eq!(codex_hook(root, "Bash", json!({"command": "echo x > notes.txt"})).0, 0, "READY: shell writes run");
+    // A session started in a subdirectory names files relative to it.
+    let below = json!({"hook_event_name": "PreToolUse", "tool_name": "apply_patch", "cwd": root.join("src"),
+        "tool_input": {"command": "*** Begin Patch\n*** Update File: auth.py\n@@\n-a\n+b\n*** End Patch\n"}});
+    assert_eq!(cli(root, &["hook", "codex-pre-tool-use"], &below.to_string()).0, 0, "src/auth.py is explored");
+    let below = json!({"hook_event_name": "PreToolUse", "tool_name": "apply_patch", "cwd": root.join("docs"),
+        "tool_input": {"command": "*** Begin Patch\n*** Update File: auth.md\n@@\n-a\n+b\n*** End Patch\n"}});
+    assert_eq!(cli(root, &["hook", "codex-pre-tool-use"], &below.to_string()).0, 2, "docs/auth.md is not");
     let (_, start_text, _) = cli(root, &["hook", "codex-session-start"], "{}");
     assert!(start_text.contains("phase READY"), "{start_text}");
     fsck_clean(root);
