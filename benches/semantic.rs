@@ -185,7 +185,7 @@ fn search_at_scale(corpus: &Path, semantic: &Semantic) {
         let syn = syntax::extract(Lang::Rust, source.as_bytes());
         let chunks: Vec<StoredChunk> = chunk_file(&f.rel, &source, Some((Lang::Rust, &syn)), 512)
             .into_iter()
-            .map(|chunk| StoredChunk { key: key_of(&chunk), chunk })
+            .map(|chunk| StoredChunk { key: key_of(&chunk), chunk, shared: None })
             .collect();
         total += chunks.len();
         files.push((f.rel.clone(), chunks));

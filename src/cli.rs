@@ -73,8 +73,10 @@ pub enum Command {
         /// Overwrite files you edited with the defaults.
         #[arg(long)]
         force: bool,
-        /// Add refs/code-intel/* and refs/notes/code-intel to the remote's fetch and push
-        /// refspecs, so session history and notes travel with the repository.
+        /// Make a plain `git fetch` stage the remote's shared refs (the Map, the session
+        /// history, the OutcomeLog, the Forest, the notes) under refs/code-intel-remotes/, where
+        /// this clone checks and merges them; `git code-intel share push` publishes this clone's.
+        /// What a plain `git push` does is not changed.
         #[arg(long)]
         share: bool,
     },
@@ -89,6 +91,12 @@ pub enum Command {
     Hook(HookCommand),
     /// Serve MCP over stdio until stdin closes.
     Serve,
+    /// Share the Map, the session history, the OutcomeLog, the Forest's vectors and the merge
+    /// notes with a team through a remote (sessions never travel). `pull` stages the remote's
+    /// under refs/code-intel-remotes/ and merges them in (checked, union merges); `push` pulls,
+    /// then pushes them all at once.
+    #[command(subcommand)]
+    Share(ShareCommand),
     /// Share the Forest's embeddings through refs/code-intel/forest, so a teammate's clone
     /// embeds only what differs. Nothing is pushed or fetched unless asked here.
     #[command(subcommand)]
@@ -175,19 +183,37 @@ pub enum MapCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ForestCommand {
-    /// Sync the Forest, then write its embeddings (int8) into refs/code-intel/forest, merged
-    /// with what the ref already shares for the same model. No network.
-    Export,
-    /// Add the embeddings refs/code-intel/forest shares to this clone's cache (vectors of
-    /// another model are ignored, with a note). No network.
-    Import,
-    /// Export, then `git push <remote> refs/code-intel/forest`.
+pub enum ShareCommand {
+    /// Fetch the remote's shared refs into refs/code-intel-remotes/<remote>/ and merge them
+    /// into this clone's, leaving out (and naming) whatever fails the checks.
+    Pull {
+        #[arg(long, default_value = "origin")]
+        remote: String,
+    },
+    /// Pull, export the Forest, then push the Map, the history, the OutcomeLog, the notes and
+    /// the Forest in one atomic push (retried when a teammate pushed first).
     Push {
         #[arg(long, default_value = "origin")]
         remote: String,
     },
-    /// `git fetch <remote> refs/code-intel/forest`, then import.
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ForestCommand {
+    /// Sync the Forest, then write its embeddings (int8) into refs/code-intel/forest, merged
+    /// with the shared Forests this clone has (its last export and the remotes' staged ones).
+    /// No network.
+    Export,
+    /// Sync the Forest now, taking the vectors of chunks this clone never embedded from the
+    /// shared Forests (checked, spot-checked against the model); prints what it took. No network.
+    Import,
+    /// Fetch the remote's shared Forest, export this clone's merged with it, and push it with
+    /// a lease on what was fetched (retried when a teammate pushed first).
+    Push {
+        #[arg(long, default_value = "origin")]
+        remote: String,
+    },
+    /// Fetch the remote's shared refs (staged under refs/code-intel-remotes/), then import.
     Fetch {
         #[arg(long, default_value = "origin")]
         remote: String,
@@ -359,6 +385,12 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         }
         Command::Index { rebuild, symbols_only } => index(ws, rebuild, symbols_only, json),
         Command::Forest(action) => forest(ws, action, json),
+        Command::Share(ShareCommand::Pull { remote }) => {
+            print_report(crate::share::pull(ws.repo.root(), &remote), json)
+        }
+        Command::Share(ShareCommand::Push { remote }) => {
+            print_report(crate::share::push(ws, &remote, crate::share::Scope::All), json)
+        }
         Command::SemanticSearch(params) => emit(tools::semantic::semantic_search(ws, params), json),
         Command::FetchChunkDetail(params) => emit(tools::semantic::fetch_chunk_detail(ws, params), json),
         Command::UpdateContext(mut params) => {
@@ -440,24 +472,25 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
     }
 }
 
-/// `git code-intel index`: the symbol index, then the Forest (when a model is installed), with
-/// the Forest's progress on stderr.
 /// `init --share`: the embeddings this clone already has go into refs/code-intel/forest, which
-/// the shared refspecs now carry with every `git push`. Nothing is embedded here.
+/// `git code-intel share push` publishes. Nothing is embedded here.
 fn share_forest_at_init(ws: &Workspace) {
     let loaded = match ws.semantic.available().then(|| ws.semantic.loaded()) {
         Some(Ok(l)) => l,
         _ => {
-            eprintln!("shared Forest: no embedding model here; `git code-intel forest push` shares it later");
+            eprintln!("shared Forest: no embedding model here; `git code-intel share push` shares it later");
             return;
         }
     };
     if loaded.cache.lock().map_or(true, |c| c.is_empty()) {
-        eprintln!("shared Forest: nothing embedded yet; run `git code-intel index`, then `git code-intel forest push`");
+        eprintln!("shared Forest: nothing embedded yet; run `git code-intel index`, then `git code-intel share push`");
         return;
     }
     match code_intel_semantic::share::export(ws.repo.root(), &loaded) {
-        Ok(r) => eprintln!("shared Forest: {} vectors in refs/code-intel/forest; `git push` carries them", r.shared),
+        Ok(r) => eprintln!(
+            "shared Forest: {} vectors in refs/code-intel/forest; `git code-intel share push` publishes them",
+            r.shared
+        ),
         Err(e) => eprintln!("shared Forest: not exported: {e}"),
     }
 }
@@ -465,7 +498,6 @@ fn share_forest_at_init(ws: &Workspace) {
 /// `git code-intel forest …`: the shared Forest. The transport is git's own (`git push`,
 /// `git fetch`): gix has no push, and both run only on this explicit request.
 fn forest(ws: &Workspace, action: ForestCommand, json: bool) -> i32 {
-    use code_intel_semantic::share;
     let loaded = match ws.semantic.loaded() {
         Ok(l) => l,
         Err(e) => {
@@ -473,30 +505,35 @@ fn forest(ws: &Workspace, action: ForestCommand, json: bool) -> i32 {
             return 1;
         }
     };
-    let root = ws.repo.root();
-    let export = || -> Result<share::ShareReport, String> {
+    let sync = || -> Result<code_intel_semantic::sync::SyncReport, String> {
         let generation = ws.index_generation();
-        ws.semantic.sync_now(&ws.repo, &ws.config, false, generation, &|_, _| {}).map_err(|e| e.to_string())?;
-        share::export(root, &loaded)
+        ws.semantic.sync_now(&ws.repo, &ws.config, false, generation, &|_, _| {}).map_err(|e| e.to_string())
     };
-    let git = |args: &[&str]| -> Result<(), String> {
-        let status = std::process::Command::new("git")
-            .args(args)
-            .current_dir(root)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
-        if status.success() { Ok(()) } else { Err(format!("`git {}` failed", args.join(" "))) }
-    };
-    let spec = format!("+{0}:{0}", share::FOREST_REF);
-    let result = match action {
-        ForestCommand::Export => export(),
-        ForestCommand::Import => share::import(root, &loaded),
-        ForestCommand::Push { remote } => export().and_then(|r| git(&["push", "--quiet", &remote, &spec]).map(|()| r)),
-        ForestCommand::Fetch { remote } => {
-            git(&["fetch", "--quiet", &remote, &spec]).and_then(|()| share::import(root, &loaded))
+    match action {
+        ForestCommand::Export => {
+            print_report(sync().and_then(|_| code_intel_semantic::share::export(ws.repo.root(), &loaded)), json)
         }
-    };
+        ForestCommand::Import => print_report(sync(), json),
+        ForestCommand::Push { remote } => {
+            print_report(crate::share::push(ws, &remote, crate::share::Scope::Forest), json)
+        }
+        ForestCommand::Fetch { remote } => {
+            let pulled = crate::share::pull(ws.repo.root(), &remote);
+            print_report(
+                pulled.and_then(|p| {
+                    sync().map(|mut r| {
+                        r.shared_notes.extend(p.notes);
+                        r
+                    })
+                }),
+                json,
+            )
+        }
+    }
+}
+
+/// Prints a command's report (YAML, or JSON with --json), or its error on stderr (exit 1).
+fn print_report<T: Serialize>(result: Result<T, String>, json: bool) -> i32 {
     match result {
         Ok(report) => {
             let text = if json { serde_json::to_string(&report).ok() } else { serde_yaml::to_string(&report).ok() };
@@ -510,6 +547,8 @@ fn forest(ws: &Workspace, action: ForestCommand, json: bool) -> i32 {
     }
 }
 
+/// `git code-intel index`: the symbol index, then the Forest (when a model is installed), with
+/// the Forest's progress on stderr.
 fn index(ws: &Workspace, rebuild: bool, symbols_only: bool, json: bool) -> i32 {
     use std::io::IsTerminal;
     let started = std::time::Instant::now();

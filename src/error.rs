@@ -10,7 +10,7 @@ use crate::branches::gate::GateRefusal;
 pub enum Error {
     #[error("not a git repository: {0}")]
     NotGit(String),
-    /// start_session while another session holds `refs/code-intel/active`.
+    /// start_session while another session holds this work tree's active claim.
     #[error("another session is active: {0}")]
     Busy(String),
     /// A compare-and-swap on the session lost: another process advanced it first.
@@ -18,6 +18,10 @@ pub enum Error {
     Conflict,
     #[error("the checkpoint cannot be read: {0}")]
     Corrupt(String),
+    /// The checkpoint at this ref does not carry this clone's seal: it arrived from elsewhere
+    /// (a fetch of every ref) or was edited by hand, so it is not obeyed.
+    #[error("{0} was not written by this clone")]
+    Foreign(String),
     /// The checkpoint names a phase this build does not know (written by a newer version).
     #[error("unknown phase {0}")]
     UnknownPhase(String),

@@ -260,9 +260,12 @@ fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
     Ok(report(action))
 }
 
-/// `--share`: the remote's fetch and push refspecs carry `refs/code-intel/*` and the notes, so
-/// sessions' history, the Map and the merge notes travel with the repository. Push also gets
-/// `HEAD` when no push refspec was configured, so a plain `git push` still pushes the branch.
+/// `--share`: the remote's fetch refspecs stage its shared refs (the Map, the session history,
+/// the OutcomeLog, the Forest, the notes) under `refs/code-intel-remotes/<remote>/`, where this
+/// clone checks and merges them; sessions never travel. No push refspec is set, so a plain
+/// `git push` keeps pushing what it pushed before (`git code-intel share push` publishes the
+/// shared refs). The refspecs earlier versions set (`refs/code-intel/*` straight onto this
+/// clone's refs, both ways, and the `HEAD` push that came with them) are removed.
 fn share_refs(root: &Path) -> std::io::Result<FileReport> {
     let report = |action| FileReport { path: ".git/config".into(), action };
     let repo = gix::open(root).map_err(std::io::Error::other)?;
@@ -270,6 +273,11 @@ fn share_refs(root: &Path) -> std::io::Result<FileReport> {
     let Some(remote) = names.iter().find(|n| *n == "origin").or(names.first()).cloned() else {
         return Err(std::io::Error::other("--share needs a remote; add one with `git remote add origin <url>`"));
     };
+    if !code_intel_gitstate::shared::valid_remote_name(&remote) {
+        return Err(std::io::Error::other(format!(
+            "--share cannot use the remote '{remote}': its name must be letters, digits, '.', '_' and '-'"
+        )));
+    }
     let path = repo.git_dir().join("config");
     let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
         .map_err(std::io::Error::other)?;
@@ -282,35 +290,60 @@ fn share_refs(root: &Path) -> std::io::Result<FileReport> {
     };
     let fetch = existing(&file, "fetch");
     let push = existing(&file, "push");
-    let mut wanted: Vec<(&str, &str)> = Vec::new();
-    for spec in ["+refs/code-intel/*:refs/code-intel/*", "+refs/notes/code-intel*:refs/notes/code-intel*"] {
-        if !fetch.iter().any(|f| f == spec) {
-            wanted.push(("fetch", spec));
-        }
+    let wanted = code_intel_gitstate::shared::fetch_refspecs(&remote);
+    let fetch_kept: Vec<&String> = fetch.iter().filter(|f| !LEGACY_FETCH.contains(&f.as_str())).collect();
+    let mut push_kept: Vec<&String> = push.iter().filter(|p| !LEGACY_PUSH.contains(&p.as_str())).collect();
+    // `HEAD` came with the legacy push refspecs (added only where there was no push refspec):
+    // alone, it is ours, and removing it restores what a plain `git push` did before.
+    if push_kept.len() != push.len() && push_kept.iter().all(|p| *p == "HEAD") {
+        push_kept.clear();
     }
-    if push.is_empty() {
-        wanted.push(("push", "HEAD"));
-    }
-    for spec in ["refs/code-intel/*:refs/code-intel/*", "refs/notes/code-intel*:refs/notes/code-intel*"] {
-        if !push.iter().any(|p| p == spec) {
-            wanted.push(("push", spec));
-        }
-    }
-    if wanted.is_empty() {
+    let missing: Vec<&String> = wanted.iter().filter(|w| !fetch.contains(w)).collect();
+    if missing.is_empty() && fetch_kept.len() == fetch.len() && push_kept.len() == push.len() {
         return Ok(report(Action::Unchanged));
     }
     {
         let mut section = file
             .section_mut_or_create_new("remote", Some(gix::bstr::BStr::new(remote.as_bytes())))
             .map_err(std::io::Error::other)?;
-        for (key, value) in wanted {
-            section.push(key, Some(gix::bstr::BStr::new(value.as_bytes()))).map_err(std::io::Error::other)?;
+        while section.remove("fetch").is_some() {}
+        while section.remove("push").is_some() {}
+        for f in fetch_kept.iter().copied().chain(missing) {
+            section.push("fetch", Some(gix::bstr::BStr::new(f.as_bytes()))).map_err(std::io::Error::other)?;
+        }
+        for p in push_kept {
+            section.push("push", Some(gix::bstr::BStr::new(p.as_bytes()))).map_err(std::io::Error::other)?;
         }
     }
     let mut out = Vec::new();
     file.write_to(&mut out)?;
     write(&path, &out)?;
     Ok(report(Action::Merged))
+}
+
+/// The refspecs `init --share` set before shared refs were staged: a fetch that overwrote this
+/// clone's refs (sessions included) with the remote's, and pushes of every ref.
+const LEGACY_FETCH: [&str; 2] =
+    ["+refs/code-intel/*:refs/code-intel/*", "+refs/notes/code-intel*:refs/notes/code-intel*"];
+const LEGACY_PUSH: [&str; 2] = ["refs/code-intel/*:refs/code-intel/*", "refs/notes/code-intel*:refs/notes/code-intel*"];
+
+/// Whether `remote`'s configuration still has refspecs an earlier `init --share` set (for
+/// `doctor`).
+pub fn legacy_share_refspecs(root: &Path) -> Vec<String> {
+    let Ok(repo) = gix::open(root) else { return Vec::new() };
+    let config = repo.config_snapshot();
+    let mut out = Vec::new();
+    for remote in repo.remote_names() {
+        for (key, legacy) in [("fetch", &LEGACY_FETCH[..]), ("push", &LEGACY_PUSH[..])] {
+            let name = format!("remote.{remote}.{key}");
+            for value in config.strings(name.as_str()).unwrap_or_default() {
+                if legacy.contains(&value.to_string().as_str()) {
+                    out.push(format!("{name} = {value}"));
+                }
+            }
+        }
+    }
+    out
 }
 
 fn mcp_entry(doc: &mut Value) -> bool {

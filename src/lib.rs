@@ -17,6 +17,7 @@ pub mod manual;
 pub mod mcp;
 pub mod patch;
 pub mod session;
+pub mod share;
 pub mod shell_guard;
 pub mod tools;
 pub mod workspace;

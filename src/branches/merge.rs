@@ -40,6 +40,14 @@ pub fn plan_merge(
     note: &str,
     also_delete: &[String],
 ) -> Result<(Merged, Journal), Error> {
+    // Whatever a checkpoint says, only a task branch is merged and deleted: never `main` into
+    // `release` because a stored session named them so.
+    if !task_branch.starts_with(super::TASK_BRANCH_PREFIX) || task_branch == base_branch {
+        return Err(other(format!(
+            "{task_branch} is not a task branch ({}*): only task branches are merged into their base and deleted",
+            super::TASK_BRANCH_PREFIX
+        )));
+    }
     let task_ref = format!("refs/heads/{task_branch}");
     let base_ref = format!("refs/heads/{base_branch}");
     let task_tip =
@@ -94,7 +102,7 @@ pub fn plan_merge(
     ];
     let mut after = tree_move.steps();
     after.push(Step::DeleteRef { name: task_ref, expected: task_tip });
-    for b in also_delete.iter().filter(|b| *b != task_branch) {
+    for b in also_delete.iter().filter(|b| *b != task_branch && b.starts_with(super::TASK_BRANCH_PREFIX)) {
         let name = format!("refs/heads/{b}");
         if let Some(tip) = super::ref_id(repo, &name).map_err(other)? {
             after.push(Step::DeleteRef { name, expected: tip });

@@ -84,6 +84,10 @@ impl Sessions {
                 Err(contract_error(ws, &msg::CHECKPOINT_RESTORE_FAILED, &[]))
             }
             Err(Error::UnknownPhase(phase)) => Err(contract_error(ws, &msg::UNKNOWN_PHASE, &[("phase", &phase)])),
+            Err(Error::Foreign(reference)) => {
+                tracing::warn!("{reference} does not carry this clone's seal: ignored");
+                Err(contract_error(ws, &msg::CHECKPOINT_NOT_OURS, &[("ref", &reference)]))
+            }
             Err(e) => Err(plain("git_error", &e.to_string())),
         }
     }

@@ -1,8 +1,15 @@
 //! Session state in git, through gix: each checkpoint is a commit under
-//! `refs/code-intel/sessions/<id>` whose tree holds `checkpoint.json`; `refs/code-intel/active`
-//! is a symbolic ref to the one active session; finished sessions are appended to
-//! `refs/code-intel/history`. Every update is a compare-and-swap on the old value and writes a
-//! reflog entry, so two processes can never both believe they advanced the same session.
+//! `refs/worktree/code-intel/sessions/<id>` whose tree holds `checkpoint.json` and this clone's
+//! seal of it; `refs/worktree/code-intel/active` is a symbolic ref to the one active session;
+//! finished sessions are appended to `refs/code-intel/history`, sealed too. Every update is a
+//! compare-and-swap on the old value, so two processes can never both believe they advanced the
+//! same session.
+//!
+//! Sessions are git's per-work-tree refs (`refs/worktree/`): no refspec we configure carries
+//! them, every work tree of a clone has its own, and a checkpoint whose seal does not verify
+//! (one that arrived by a fetch of `refs/*`, or was edited by hand) is refused as not this
+//! clone's rather than obeyed. The history is shared with the team ([`code_intel_gitstate::shared`]);
+//! its sealed records tell this clone's sessions from a teammate's.
 
 use std::path::Path;
 
@@ -10,16 +17,24 @@ use gix::refs::transaction::PreviousValue;
 use gix::refs::{FullName, Target};
 use gix::{ObjectId, ThreadSafeRepository};
 
-use code_intel_gitstate::refs::{apply, delete, single_file_tree, update, write_commit};
+use code_intel_gitstate::refs::{apply, delete, update, write_commit};
+use code_intel_gitstate::seal::CloneKey;
 use code_intel_workflow::engine::state::Checkpoint;
 
 use crate::Error;
 
-pub const SESSIONS_PREFIX: &str = "refs/code-intel/sessions/";
-pub const ACTIVE_REF: &str = "refs/code-intel/active";
-pub const HISTORY_REF: &str = "refs/code-intel/history";
+pub const SESSIONS_PREFIX: &str = "refs/worktree/code-intel/sessions/";
+pub const ACTIVE_REF: &str = "refs/worktree/code-intel/active";
+pub const HISTORY_REF: &str = code_intel_gitstate::shared::HISTORY.local;
+/// Where versions before per-work-tree sessions kept them: never read as sessions any more
+/// (a fetch of `refs/code-intel/*` could write them), removed by `clean`.
+pub const LEGACY_SESSIONS_PREFIX: &str = "refs/code-intel/sessions/";
+pub const LEGACY_ACTIVE_REF: &str = "refs/code-intel/active";
 const CHECKPOINT_FILE: &str = "checkpoint.json";
 const RECORD_FILE: &str = "session.json";
+/// Seal domains: a seal of one kind of record never verifies another.
+pub const CHECKPOINT_SEAL: &str = "session checkpoint";
+pub const HISTORY_SEAL: &str = "session history record";
 
 fn git<E: std::fmt::Display>(e: E) -> Error {
     Error::Git(e.to_string())
@@ -42,12 +57,29 @@ pub struct Stored {
 
 pub struct SessionStore {
     repo: ThreadSafeRepository,
+    /// This clone's key, read on first use.
+    key: std::sync::OnceLock<Result<CloneKey, String>>,
+}
+
+/// A finished session's record in the history, and whether this clone wrote it.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub record: serde_json::Value,
+    /// The record's seal verifies: a session of this clone (not a teammate's, fetched).
+    pub here: bool,
 }
 
 impl SessionStore {
     pub fn open(root: &Path) -> Result<SessionStore, Error> {
         let repo = gix::open(root).map_err(|e| Error::NotGit(e.to_string()))?;
-        Ok(SessionStore { repo: repo.into_sync() })
+        Ok(SessionStore { repo: repo.into_sync(), key: std::sync::OnceLock::new() })
+    }
+
+    fn key(&self) -> Result<&CloneKey, Error> {
+        self.key
+            .get_or_init(|| CloneKey::of(&self.repo()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| Error::Git(format!("the clone key: {e}")))
     }
 
     fn repo(&self) -> gix::Repository {
@@ -85,6 +117,10 @@ impl SessionStore {
             .find_entry(CHECKPOINT_FILE)
             .ok_or_else(|| Error::Corrupt(format!("no {CHECKPOINT_FILE} in {session_ref}")))?;
         let blob = entry.object().map_err(|e| Error::Corrupt(e.to_string()))?;
+        let seal = tree.find_entry(code_intel_gitstate::log::SEAL_FILE).and_then(|e| e.object().ok());
+        if !seal.is_some_and(|s| self.key().is_ok_and(|k| k.verifies(CHECKPOINT_SEAL, &blob.data, &s.data))) {
+            return Err(Error::Foreign(session_ref));
+        }
         let raw: serde_json::Value = serde_json::from_slice(&blob.data).map_err(|e| Error::Corrupt(e.to_string()))?;
         let phase = raw["orchestrator_state"]["phase_state"]["current_phase"].as_str().unwrap_or("");
         if code_intel_workflow::engine::phase::Phase::from_name(phase).is_none() {
@@ -100,7 +136,7 @@ impl SessionStore {
         let repo = self.repo();
         let id = &checkpoint.orchestrator_state.session_id;
         let name = session_ref(id)?;
-        let commit = write_checkpoint(&repo, checkpoint, None, &format!("start session {id}"))?;
+        let commit = write_checkpoint(&repo, self.key()?, checkpoint, None, &format!("start session {id}"))?;
         // The session ref first, so no reader sees the claim point at a ref not written yet.
         let edits = vec![
             update(name.as_bstr().to_string().as_str(), PreviousValue::MustNotExist, Target::Object(commit), "start")?,
@@ -127,7 +163,7 @@ impl SessionStore {
     pub fn save(&self, previous: ObjectId, checkpoint: &Checkpoint, message: &str) -> Result<ObjectId, Error> {
         let repo = self.repo();
         let name = session_ref(&checkpoint.orchestrator_state.session_id)?;
-        let commit = write_checkpoint(&repo, checkpoint, Some(previous), message)?;
+        let commit = write_checkpoint(&repo, self.key()?, checkpoint, Some(previous), message)?;
         let edit = update(
             name.as_bstr().to_string().as_str(),
             PreviousValue::MustExistAndMatch(Target::Object(previous)),
@@ -178,7 +214,8 @@ impl SessionStore {
         let session_name = name.as_bstr().to_string();
         let text = serde_json::to_vec_pretty(record).map_err(git)?;
         let blob = repo.write_blob(&text).map_err(git)?.detach();
-        let tree = single_file_tree(&repo, RECORD_FILE, blob)?;
+        let seal = self.key()?.seal(HISTORY_SEAL, &text);
+        let tree = code_intel_gitstate::log::record_tree(&repo, RECORD_FILE, blob, Some(&seal))?;
         let message = format!("completed session {}", state.session_id);
         for _ in 0..20 {
             let current = repo
@@ -210,22 +247,46 @@ impl SessionStore {
         Err(Error::Conflict)
     }
 
-    /// The newest finished sessions' records, newest first.
-    pub fn history(&self, limit: usize) -> Result<Vec<serde_json::Value>, Error> {
-        Ok(code_intel_gitstate::log::read_as(&self.repo(), HISTORY_REF, RECORD_FILE, limit)?)
+    /// The newest finished sessions' records, newest first: this clone's and, after a fetch of
+    /// the shared history, its teammates' (staged history merged first).
+    pub fn history(&self, limit: usize) -> Result<Vec<Finished>, Error> {
+        let repo = self.repo();
+        if let Err(e) = code_intel_gitstate::log::merge_staged(&repo, &code_intel_gitstate::shared::HISTORY) {
+            tracing::warn!("the fetched session history was not merged: {e}");
+        }
+        let key = self.key()?;
+        let read = code_intel_gitstate::log::records(&repo, HISTORY_REF, RECORD_FILE, limit)?;
+        Ok(read
+            .records
+            .into_iter()
+            .map(|r| {
+                let here = r.seal.as_deref().is_some_and(|s| key.verifies(HISTORY_SEAL, &r.bytes, s));
+                Finished { record: r.value, here }
+            })
+            .collect())
     }
 
-    /// Removes every session checkpoint and the active claim. Returns how many sessions it removed.
+    /// The newest session this clone finished, looking back over at most `limit` records.
+    pub fn last_finished_here(&self, limit: usize) -> Result<Option<serde_json::Value>, Error> {
+        Ok(self.history(limit)?.into_iter().find(|f| f.here).map(|f| f.record))
+    }
+
+    /// Removes every session checkpoint of this work tree and the active claim, and the session
+    /// refs versions before per-work-tree sessions left. Returns how many sessions it removed.
     pub fn clean(&self) -> Result<usize, Error> {
         let repo = self.repo();
         let mut names = Vec::new();
-        let platform = repo.references().map_err(git)?;
-        for r in platform.prefixed(SESSIONS_PREFIX).map_err(git)?.flatten() {
-            names.push(r.name().as_bstr().to_string());
+        for prefix in [SESSIONS_PREFIX, LEGACY_SESSIONS_PREFIX] {
+            let platform = repo.references().map_err(git)?;
+            for r in platform.prefixed(prefix).map_err(git)? {
+                names.push(r.map_err(git)?.name().as_bstr().to_string());
+            }
         }
         let mut edits = Vec::new();
-        if repo.try_find_reference(ACTIVE_REF).map_err(git)?.is_some() {
-            edits.push(delete(ACTIVE_REF, PreviousValue::MustExist)?);
+        for active in [ACTIVE_REF, LEGACY_ACTIVE_REF] {
+            if repo.try_find_reference(active).map_err(git)?.is_some() {
+                edits.push(delete(active, PreviousValue::MustExist)?);
+            }
         }
         for n in &names {
             edits.push(delete(n, PreviousValue::MustExist)?);
@@ -257,13 +318,15 @@ fn session_ref(id: &str) -> Result<FullName, Error> {
 
 fn write_checkpoint(
     repo: &gix::Repository,
+    key: &CloneKey,
     checkpoint: &Checkpoint,
     parent: Option<ObjectId>,
     message: &str,
 ) -> Result<ObjectId, Error> {
     let json = serde_json::to_vec_pretty(checkpoint).map_err(git)?;
     let blob = repo.write_blob(&json).map_err(git)?.detach();
-    let tree = single_file_tree(repo, CHECKPOINT_FILE, blob)?;
+    let seal = key.seal(CHECKPOINT_SEAL, &json);
+    let tree = code_intel_gitstate::log::record_tree(repo, CHECKPOINT_FILE, blob, Some(&seal))?;
     Ok(write_commit(repo, tree, parent, message)?)
 }
 
@@ -305,8 +368,7 @@ mod tests {
         let first = store.create(&cp).unwrap();
         store.finish(first, &cp, &record("a")).unwrap();
         assert!(store.active().unwrap().is_none());
-        let history = store.history(10).unwrap();
-        assert_eq!(history, vec![record("a")]);
+        assert_eq!(records(&store), vec![record("a")]);
     }
 
     #[test]
@@ -318,11 +380,11 @@ mod tests {
         // Another process advanced the session after this one read it.
         let second = store.save(first, &cp, "advanced elsewhere").unwrap();
         assert!(matches!(store.finish(first, &cp, &record("a")), Err(Error::Conflict)));
-        assert!(store.history(10).unwrap().is_empty(), "no stray history record");
+        assert!(records(&store).is_empty(), "no stray history record");
         assert_eq!(store.active().unwrap().map(|s| s.commit), Some(second), "the session is untouched");
         // The process that holds the newest checkpoint finishes it.
         store.finish(second, &cp, &record("a")).unwrap();
-        assert_eq!(store.history(10).unwrap(), vec![record("a")]);
+        assert_eq!(records(&store), vec![record("a")]);
     }
 
     #[test]
@@ -335,6 +397,34 @@ mod tests {
         let cp = session("a");
         let first = store.create(&cp).unwrap();
         store.finish(first, &cp, &record("a")).unwrap();
-        assert_eq!(store.history(10).unwrap(), vec![record("a"), record("other")]);
+        assert_eq!(records(&store), vec![record("a"), record("other")]);
+        // Only the sealed record is this clone's session.
+        let here: Vec<bool> = store.history(10).unwrap().iter().map(|f| f.here).collect();
+        assert_eq!(here, [true, false]);
+        assert_eq!(store.last_finished_here(10).unwrap(), Some(record("a")));
+    }
+
+    fn records(store: &SessionStore) -> Vec<serde_json::Value> {
+        store.history(10).unwrap().into_iter().map(|f| f.record).collect()
+    }
+
+    #[test]
+    fn a_checkpoint_without_this_clones_seal_is_refused_not_restored() {
+        let dir = repo();
+        let store = SessionStore::open(dir.path()).unwrap();
+        let cp = session("a");
+        store.create(&cp).unwrap();
+        assert!(store.active().unwrap().is_some());
+        // The same checkpoint, written by another clone (another key): same bytes, other seal.
+        let other = tempfile::tempdir().unwrap();
+        let foreign_key = CloneKey::load_or_create(other.path()).unwrap();
+        let repo = gix::open(dir.path()).unwrap();
+        let forged = write_checkpoint(&repo, &foreign_key, &cp, None, "forged").unwrap();
+        let name = format!("{SESSIONS_PREFIX}a");
+        apply(&repo, vec![update(&name, PreviousValue::Any, Target::Object(forged), "forged").unwrap()]).unwrap();
+        assert!(matches!(store.active(), Err(Error::Foreign(r)) if r == name));
+        // clean removes it.
+        assert_eq!(store.clean().unwrap(), 1);
+        assert!(store.active().unwrap().is_none());
     }
 }

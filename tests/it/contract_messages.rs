@@ -371,12 +371,10 @@ fn git(root: &Path, args: &[&str], stdin: Option<&str>) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-/// Replaces the active session's checkpoint with `content`, as a corrupted or newer store would.
+/// Replaces the active session's checkpoint with `content`, as a corrupted or newer store of
+/// this clone would.
 fn replace_checkpoint(root: &Path, id: &str, content: &str) {
-    let blob = git(root, &["hash-object", "-w", "--stdin"], Some(content));
-    let tree = git(root, &["mktree"], Some(&format!("100644 blob {blob}\tcheckpoint.json\n")));
-    let commit = git(root, &["commit-tree", &tree, "-m", "tampered"], None);
-    git(root, &["update-ref", &format!("refs/code-intel/sessions/{id}"), &commit], None);
+    crate::common::write_checkpoint(root, id, content, true);
 }
 
 async fn any(client: &Client, tool: &str, args: Value) -> Value {
@@ -484,6 +482,11 @@ async fn server_responses() -> Vec<Value> {
     newer["orchestrator_state"]["phase_state"]["current_phase"] = json!("TIME_TRAVEL");
     replace_checkpoint(root, &id, &newer.to_string());
     out.push(any(&c, "submit_phase", json!({"data": {"summary": "x"}})).await);
+    // A checkpoint this clone did not write (no seal of its own): refused, not restored.
+    crate::common::write_checkpoint(root, &id, &newer.to_string(), false);
+    let foreign = any(&c, "get_session_status", json!({})).await;
+    assert_eq!(foreign["error"], "checkpoint_not_ours", "{foreign}");
+    out.push(foreign);
     c.cancel().await.unwrap();
     out
 }

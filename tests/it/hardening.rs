@@ -201,7 +201,7 @@ async fn stale_locks_are_cleared_or_named() {
     let client = connect(root).await;
     let started = ok(&client, "start_session", json!({"intent": "INVESTIGATE", "query": "q"})).await;
     let id = started["session_id"].as_str().unwrap();
-    let lock = root.join(format!(".git/refs/code-intel/sessions/{id}.lock"));
+    let lock = root.join(format!(".git/refs/worktree/code-intel/sessions/{id}.lock"));
     std::fs::write(&lock, "").unwrap();
     let r = ok(
         &client,
@@ -211,8 +211,8 @@ async fn stale_locks_are_cleared_or_named() {
     .await;
     assert_eq!(r["phase"], "QUERY_FRAME");
     assert!(!lock.exists(), "the dead process's lock is gone");
-    std::fs::write(root.join(".git/refs/code-intel/active.lock"), "").unwrap();
-    std::fs::write(root.join(format!(".git/refs/code-intel/sessions/{id}.lock")), "").unwrap();
+    std::fs::write(root.join(".git/refs/worktree/code-intel/active.lock"), "").unwrap();
+    std::fs::write(root.join(format!(".git/refs/worktree/code-intel/sessions/{id}.lock")), "").unwrap();
     let out = std::process::Command::new(BIN).arg("clean").current_dir(root).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(ok(&client, "get_session_status", json!({})).await["active"], false);

@@ -169,8 +169,11 @@ fn broken_json_is_reported_not_overwritten() {
     assert_eq!(std::fs::read_to_string(root.join(".mcp.json")).unwrap(), "{ not json");
 }
 
+/// `init --share` makes a plain `git fetch` stage the remote's shared refs (never writing this
+/// clone's own, never carrying sessions), replaces the refspecs earlier versions set, and leaves
+/// what a plain `git push` does alone.
 #[test]
-fn share_makes_the_code_intel_refs_travel() {
+fn share_stages_shared_refs_and_leaves_push_alone() {
     let remote = tempfile::tempdir().unwrap();
     crate::common::git(remote.path(), &["init", "-q", "--bare"]);
     let repo = crate::common::fixture_repo("project");
@@ -179,25 +182,58 @@ fn share_makes_the_code_intel_refs_travel() {
     crate::common::git(root, &["add", "-A"]);
     crate::common::git(root, &["commit", "-q", "-m", "initial"]);
     crate::common::git(root, &["remote", "add", "origin", remote.path().to_str().unwrap()]);
+    // What an earlier `init --share` configured.
+    for (key, value) in [
+        ("remote.origin.fetch", "+refs/code-intel/*:refs/code-intel/*"),
+        ("remote.origin.fetch", "+refs/notes/code-intel*:refs/notes/code-intel*"),
+        ("remote.origin.push", "HEAD"),
+        ("remote.origin.push", "refs/code-intel/*:refs/code-intel/*"),
+        ("remote.origin.push", "refs/notes/code-intel*:refs/notes/code-intel*"),
+    ] {
+        crate::common::git(root, &["config", "--add", key, value]);
+    }
     let report = init(root, &["--share"]);
     assert_eq!(action(&report, ".git/config"), "merged");
     let fetch = crate::common::git(root, &["config", "--get-all", "remote.origin.fetch"]);
-    assert!(
-        fetch.contains("+refs/heads/*:refs/remotes/origin/*") && fetch.contains("+refs/code-intel/*:refs/code-intel/*"),
-        "{fetch}"
+    assert_eq!(
+        fetch.lines().collect::<Vec<_>>(),
+        [
+            "+refs/heads/*:refs/remotes/origin/*",
+            "+refs/code-intel/*:refs/code-intel-remotes/origin/*",
+            "+refs/notes/code-intel*:refs/code-intel-remotes/origin/notes*"
+        ]
     );
-    assert!(fetch.contains("+refs/notes/code-intel*:refs/notes/code-intel*"));
+    let push = std::process::Command::new("git")
+        .args(["config", "--get-all", "remote.origin.push"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(push.stdout.is_empty(), "no push refspec: {}", String::from_utf8_lossy(&push.stdout));
     assert_eq!(action(&init(root, &["--share"]), ".git/config"), "unchanged", "idempotent");
-    // A plain push carries the branch and the code-intel refs; a clone fetches them back.
+
+    // The remote has a shared history, and (pushed by an old version) a session and its claim.
     let head = crate::common::git(root, &["rev-parse", "HEAD"]);
-    crate::common::git(root, &["update-ref", "refs/code-intel/history", &head]);
-    crate::common::git(root, &["push", "-q", "origin"]);
-    assert_eq!(crate::common::git(remote.path(), &["rev-parse", "refs/heads/main"]), head);
-    assert_eq!(crate::common::git(remote.path(), &["rev-parse", "refs/code-intel/history"]), head);
+    crate::common::git(root, &["push", "-q", "origin", "main"]);
+    for r in ["refs/code-intel/history", "refs/code-intel/sessions/x", "refs/code-intel/active"] {
+        crate::common::git(remote.path(), &["update-ref", r, &head]);
+    }
     let clone = tempfile::tempdir().unwrap();
     crate::common::git(clone.path(), &["clone", "-q", remote.path().to_str().unwrap(), "."]);
-    crate::common::git(clone.path(), &["fetch", "-q", "origin", "+refs/code-intel/*:refs/code-intel/*"]);
-    assert_eq!(crate::common::git(clone.path(), &["rev-parse", "refs/code-intel/history"]), head);
+    init(clone.path(), &["--share"]);
+    crate::common::git(clone.path(), &["fetch", "-q"]);
+    // Staged, not written over this clone's refs; the session is inert there.
+    assert_eq!(crate::common::git(clone.path(), &["rev-parse", "refs/code-intel-remotes/origin/history"]), head);
+    let own = crate::common::git(
+        clone.path(),
+        &["for-each-ref", "--format=%(refname)", "refs/code-intel/", "refs/worktree/"],
+    );
+    assert_eq!(own, "", "a fetch writes none of this clone's refs");
+    // A plain `git push` pushes the branch as before, and nothing of ours.
+    crate::common::git(clone.path(), &["checkout", "-q", "-b", "topic"]);
+    crate::common::git(clone.path(), &["commit", "-q", "--no-verify", "--allow-empty", "-m", "topic"]);
+    crate::common::git(clone.path(), &["push", "-q", "origin", "topic"]);
+    let on_remote = crate::common::git(remote.path(), &["for-each-ref", "--format=%(refname)", "refs/heads/"]);
+    assert_eq!(on_remote.lines().collect::<Vec<_>>(), ["refs/heads/main", "refs/heads/topic"]);
 }
 
 #[test]

@@ -63,8 +63,9 @@ async fn front(client: &Client) {
     .await;
 }
 
+/// Every ref of ours: the work tree's sessions and the shared ones.
 fn session_refs(root: &Path) -> String {
-    git(root, &["for-each-ref", "--format=%(refname)", "refs/code-intel/"])
+    git(root, &["for-each-ref", "--format=%(refname)", "refs/worktree/code-intel/", "refs/code-intel/"])
 }
 
 /// Writes a real implementation into src/auth.py and returns its line range.
@@ -103,8 +104,11 @@ async fn investigation_flow_to_session_complete() {
     let r = start(&client, "INVESTIGATE", json!({})).await;
     assert_eq!((r["phase"].as_str(), r["step"].as_u64()), (Some("DOCUMENT_RESEARCH"), Some(3)));
     let id = r["session_id"].as_str().unwrap().to_owned();
-    assert!(session_refs(root).contains(&format!("refs/code-intel/sessions/{id}")));
-    assert_eq!(git(root, &["symbolic-ref", "refs/code-intel/active"]), format!("refs/code-intel/sessions/{id}"));
+    assert!(session_refs(root).contains(&format!("refs/worktree/code-intel/sessions/{id}")));
+    assert_eq!(
+        git(root, &["symbolic-ref", "refs/worktree/code-intel/active"]),
+        format!("refs/worktree/code-intel/sessions/{id}")
+    );
     front(&client).await;
     explore(&client).await;
     let r = gates_no(&client).await;
@@ -385,9 +389,11 @@ async fn a_killed_server_resumes_from_the_checkpoint_ref() {
     assert_eq!(status["session_id"], id);
     assert_eq!(status["phase_summaries"]["step_05_EXPLORATION"], "login and Session found in src/auth.py");
     assert_eq!(submit(&client, json!({"needs_more_information": false, "reason": "exploration found the code", "tools_used": [], "summary": "q1"})).await["phase"], "Q2");
-    // The checkpoint history is a chain of commits with a reflog.
-    let log = git(root, &["reflog", "show", "--format=%gs", &format!("refs/code-intel/sessions/{id}")]);
-    assert!(log.lines().count() >= 5, "{log}");
+    // The checkpoint history is a chain of commits, each sealed by this clone.
+    let chain = git(root, &["rev-list", &format!("refs/worktree/code-intel/sessions/{id}")]);
+    assert!(chain.lines().count() >= 5, "{chain}");
+    let tree = git(root, &["ls-tree", "--name-only", &format!("refs/worktree/code-intel/sessions/{id}")]);
+    assert_eq!(tree.lines().collect::<Vec<_>>(), ["checkpoint.json", "seal"]);
     fsck_clean(root);
     client.cancel().await.unwrap();
 }
@@ -532,7 +538,7 @@ async fn hooks_status_and_clean_follow_the_session() {
     let (code, out, _) = cli(root, &["clean"], "");
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("Removed 1 session"), "{out}");
-    assert!(!session_refs(root).contains("refs/code-intel/sessions/"));
+    assert!(!session_refs(root).contains("/sessions/"));
     assert_eq!(ok(&client, "get_session_status", json!({})).await["active"], false);
     assert_eq!(hook(root, "Edit", json!({"file_path": "docs/auth.md"})).0, 0);
     start(&client, "INVESTIGATE", json!({})).await;

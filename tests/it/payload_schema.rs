@@ -261,7 +261,12 @@ fn random_payloads_through_the_session_adapter_move_no_ref() {
     let sessions = Sessions::open(&ws);
     let start = StartRequest { intent: "IMPLEMENT".into(), query: QUERY.into(), ..StartRequest::default() };
     assert!(sessions.start(&ws, start).is_ok(), "start_session");
-    let refs = || crate::common::git(root, &["for-each-ref", "--format=%(refname) %(objectname)", "refs/code-intel/"]);
+    let refs = || {
+        crate::common::git(
+            root,
+            &["for-each-ref", "--format=%(refname) %(objectname)", "refs/worktree/code-intel/", "refs/code-intel/"],
+        )
+    };
     let valid = [
         json!({"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "docs"}),
         json!({"slots": {}, "tools_used": [], "summary": "frame"}),

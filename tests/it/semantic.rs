@@ -303,18 +303,41 @@ async fn a_recorded_success_answers_a_paraphrase_from_the_map_and_travels_with_t
     let r = ok(&client, "record_outcome", json!({"outcome": "failure"})).await;
     assert_eq!(r["map_entry"], Value::Null);
     assert_eq!(git(root, &["rev-list", "--count", "refs/code-intel/logs/outcomes"]), "2");
-    assert_eq!(git(root, &["ls-tree", "--name-only", "refs/code-intel/map"]).lines().count(), 1);
+    let map_files = git(root, &["ls-tree", "--name-only", "refs/code-intel/map"]);
+    let id = entry["id"].as_str().unwrap();
+    assert_eq!(map_files.lines().collect::<Vec<_>>(), [format!("{id}.json"), format!("{id}.seal")]);
+    let provenance = first_map_hit_provenance(&client).await;
+    assert_eq!((&provenance["source"], &provenance["trusted"]), (&json!("local"), &json!(true)), "{provenance}");
+    assert!(provenance["recorded_by"].as_str().is_some_and(|who| who.contains('@')), "{provenance}");
     client.cancel().await.unwrap();
 
-    // A fresh clone that fetched refs/code-intel/* gets the same Map hits.
+    // A teammate's fresh clone that pulled the shared refs gets the same Map hit, marked as
+    // shared data from origin: it does not answer alone until the project trusts origin.
     let clone = tempfile::tempdir().unwrap();
     let clone_root = clone.path().join("c");
     git(clone.path(), &["clone", "-q", root.to_str().unwrap(), "c"]);
-    git(&clone_root, &["fetch", "-q", "origin", "refs/code-intel/*:refs/code-intel/*"]);
+    let pulled = std::process::Command::new(BIN).args(["share", "pull"]).current_dir(&clone_root).output().unwrap();
+    assert!(pulled.status.success(), "{}", String::from_utf8_lossy(&pulled.stderr));
     let client = connect(&clone_root).await;
     let r = ok(&client, "semantic_search", json!({"query": PARAPHRASE, "collection": "map"})).await;
     assert_eq!(r["map_hits"][0]["id"], entry["id"]);
     assert!((r["map_hits"][0]["score"].as_f64().unwrap() - score).abs() < 1e-5);
+    assert_eq!(r["map_hits"][0]["provenance"]["source"], "shared", "{r}");
+    assert_eq!(r["map_hits"][0]["provenance"]["remote"], "origin", "{r}");
+    assert_eq!(r["map_hits"][0]["provenance"]["trusted"], false, "{r}");
+    assert!(r["note"].as_str().unwrap().contains("not instructions"), "{r}");
+    let r = ok(&client, "semantic_search", json!({"query": PARAPHRASE})).await;
+    assert_eq!(r["skip_forest"], false, "a teammate's entry does not answer alone: {r}");
+    assert!(r["note"].as_str().unwrap().contains("trusted_remotes"), "{r}");
+    assert!(!r["forest_hits"].as_array().unwrap().is_empty(), "{r}");
+    client.cancel().await.unwrap();
+    std::fs::create_dir_all(clone_root.join(".code-intel")).unwrap();
+    std::fs::write(clone_root.join(".code-intel/config.json"), json!({"trusted_remotes": ["origin"]}).to_string())
+        .unwrap();
+    let client = connect(&clone_root).await;
+    let r = ok(&client, "semantic_search", json!({"query": PARAPHRASE})).await;
+    assert_eq!(r["skip_forest"], true, "trusted: {r}");
+    assert_eq!(r["map_hits"][0]["provenance"]["trusted"], true, "{r}");
     client.cancel().await.unwrap();
 
     // `git code-intel map` lists and removes entries.
@@ -333,6 +356,12 @@ async fn a_recorded_success_answers_a_paraphrase_from_the_map_and_travels_with_t
     client.cancel().await.unwrap();
     let fsck = std::process::Command::new("git").args(["fsck", "--strict"]).current_dir(&clone_root).output().unwrap();
     assert!(fsck.status.success());
+}
+
+/// The provenance of the first Map hit for the paraphrase.
+async fn first_map_hit_provenance(client: &Client) -> Value {
+    let r = ok(client, "semantic_search", json!({"query": PARAPHRASE, "collection": "map"})).await;
+    r["map_hits"][0]["provenance"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -675,11 +704,14 @@ fn a_shared_forest_travels_and_another_models_is_ignored() {
     git(root, &["remote", "add", "origin", remote.path().to_str().unwrap()]);
     git(root, &["push", "-q", "origin", "main"]);
     let pushed = run(root, &["forest", "push"]);
-    let shared = pushed["shared"].as_u64().unwrap();
+    let shared = pushed["forest"]["shared"].as_u64().unwrap();
     assert!(shared > 10, "{pushed}");
+    assert_eq!(pushed["pushed"], json!(["refs/code-intel/forest"]), "{pushed}");
     // The ref went only where it was asked to: the remote has it, and nothing else moved.
     let on_remote = git(remote.path(), &["rev-parse", "refs/code-intel/forest"]);
-    assert_eq!(on_remote.trim(), pushed["commit"].as_str().unwrap());
+    assert_eq!(on_remote.trim(), pushed["forest"]["commit"].as_str().unwrap());
+    let remote_refs = git(remote.path(), &["for-each-ref", "--format=%(refname)"]);
+    assert_eq!(remote_refs.lines().collect::<Vec<_>>(), ["refs/code-intel/forest", "refs/heads/main"]);
 
     // A teammate's fresh clone.
     let clone_parent = tempfile::tempdir().unwrap();
@@ -699,17 +731,32 @@ fn a_shared_forest_travels_and_another_models_is_ignored() {
             .is_empty(),
         "a plain clone does not fetch the shared Forest"
     );
+    // `forest fetch` stages the remote's Forest and syncs from it: every chunk's vector comes
+    // from it, except the few embedded here to check them.
     let fetched = run(&clone, &["forest", "fetch"]);
-    assert_eq!(fetched["imported"].as_u64(), Some(shared), "{fetched}");
+    let chunks = fetched["chunks"].as_u64().unwrap();
+    assert!(chunks > 10, "{fetched}");
+    assert_eq!(fetched["embedded"], fetched["shared_checked"], "only the spot checks are embedded: {fetched}");
+    assert!(fetched["shared_checked"].as_u64().unwrap() >= 1, "{fetched}");
+    assert_eq!(fetched["shared_used"].as_u64().unwrap() + fetched["shared_checked"].as_u64().unwrap(), chunks);
+    assert_eq!(fetched["shared_notes"], json!([]), "{fetched}");
     let index = run(&clone, &["index"]);
-    let forest = &index["forest"];
-    assert_eq!(forest["embedded"], 0, "every chunk came from the shared Forest: {index}");
-    assert!(forest["cache_hits"].as_u64().unwrap() > 0, "{index}");
+    assert_eq!(index["forest"]["embedded"], 0, "nothing changed since: {index}");
+    // A rebuild recomputes everything it did not embed itself.
+    let rebuilt = run(&clone, &["index", "--rebuild"]);
+    assert_eq!(rebuilt["forest"]["shared_used"], 0, "{rebuilt}");
+    assert_eq!(
+        rebuilt["forest"]["embedded"].as_u64().unwrap() + rebuilt["forest"]["cache_hits"].as_u64().unwrap(),
+        chunks,
+        "{rebuilt}"
+    );
 
     // The clone uses the fp32 model: the shared int8 vectors are not its own.
     std::fs::create_dir_all(clone.join(".code-intel")).unwrap();
     std::fs::write(clone.join(".code-intel/config.json"), json!({"embedding_model": FP32_MODEL}).to_string()).unwrap();
     let other = run(&clone, &["forest", "import"]);
-    assert_eq!(other["imported"], 0, "{other}");
-    assert!(other["note"].as_str().unwrap().contains("another model"), "{other}");
+    assert_eq!(other["shared_used"], 0, "{other}");
+    assert_eq!(other["embedded"].as_u64(), Some(chunks), "{other}");
+    let notes = other["shared_notes"].to_string();
+    assert!(notes.contains("another model"), "{other}");
 }

@@ -1,7 +1,10 @@
 //! Git plumbing for the state git-code-intel keeps, natively through gix: compare-and-swap ref
 //! edits and the commit writer ([`refs`]), append-only JSON logs ([`log`]), the crash-safe
 //! operation journal and its lock ([`journal`]), work-tree snapshots, diffs and restores
-//! ([`worktree`]), git notes ([`notes`]) and the recent-history ranking ([`history`]).
+//! ([`worktree`]), git notes ([`notes`]) and the recent-history ranking ([`history`]); which refs
+//! travel between clones and how a remote's are staged and merged ([`shared`]), bounded reads of
+//! objects another clone wrote ([`untrusted`]), and the clone's seal on what it wrote itself
+//! ([`seal`]).
 //!
 //! Nothing here knows what a session, a phase or a task is: those live in the binary crate,
 //! which gives this crate refs, trees and JSON. It must not depend on any other crate of this
@@ -17,6 +20,9 @@ pub mod lock;
 pub mod log;
 pub mod notes;
 pub mod refs;
+pub mod seal;
+pub mod shared;
+pub mod untrusted;
 pub mod worktree;
 
 /// The ref of git-code-intel's notes (see [`notes`]).

@@ -94,10 +94,15 @@ impl Drop for OperationLock {
 }
 
 /// Removes the `.lock` files of our own refs among `refs`. Call with the operation lock held:
-/// every git-code-intel process writes `refs/code-intel/*` and `refs/notes/code-intel` only while
-/// holding it, so such a lock belongs to a process that died.
+/// every git-code-intel process writes `refs/code-intel/*`, `refs/code-intel-local/*`, its
+/// sessions (`refs/worktree/code-intel/*`) and `refs/notes/code-intel` only while holding it, so
+/// such a lock belongs to a process that died. (The remotes' staged refs are git fetch's: a lock
+/// there may be a live fetch's, and is left alone.)
 pub fn remove_stale_ref_locks(git_dir: &Path, refs: &[&str]) {
-    let ours = |n: &&&str| n.starts_with("refs/code-intel/") || **n == crate::NOTES_REF;
+    let ours = |n: &&&str| {
+        ["refs/code-intel/", "refs/code-intel-local/", "refs/worktree/code-intel/"].iter().any(|p| n.starts_with(p))
+            || **n == crate::NOTES_REF
+    };
     for name in refs.iter().filter(ours) {
         let lock = git_dir.join(format!("{name}.lock"));
         if lock.exists() {

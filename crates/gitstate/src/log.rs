@@ -1,21 +1,40 @@
-//! Append-only JSON logs in git: each record is a commit whose tree holds one JSON file, on top
-//! of the log's previous tip. Appends are compare-and-swap on the tip, retried when another
-//! process appended first, so no record is ever lost to a race.
+//! Append-only JSON logs in git: each record is a commit whose tree holds one JSON file (and,
+//! for records this clone seals, a `seal` file beside it), on top of the log's previous tip.
+//! Appends are compare-and-swap on the tip, retried when another process appended first, so no
+//! record is ever lost to a race.
+//!
+//! Logs that travel ([`crate::shared`]) are union-merged: a remote's staged tip becomes a second
+//! parent of a merge commit that holds no record, so every record of both sides stays reachable
+//! and the next push is a fast-forward. Reading walks the whole history, newest commit first,
+//! with every object checked and bounded ([`crate::untrusted`]): a record another clone wrote
+//! too large, unreadable or not a JSON object is skipped with a note, never failing the rest.
 //!
 //! Logs: `refs/code-intel/history` (finished sessions), `refs/code-intel/logs/outcomes`
-//! (OutcomeLog: what the user said about a session's result) and
-//! `refs/code-intel/logs/decisions` (DecisionLog: each `query` tool plan).
+//! (OutcomeLog: what the user said about a session's result), both shared, and
+//! `refs/code-intel/logs/decisions` (DecisionLog: each `query` tool plan), this clone's only.
+
+use std::collections::{BinaryHeap, HashSet};
 
 use gix::ObjectId;
 use gix::refs::Target;
 use gix::refs::transaction::PreviousValue;
 
-use crate::refs::{apply, single_file_tree, update, write_commit};
+use crate::refs::{apply, update, write_commit, write_commit_with};
+use crate::shared::SharedRef;
+use crate::untrusted;
 use crate::{Error, git};
 
 pub const OUTCOME_LOG: &str = "refs/code-intel/logs/outcomes";
 pub const DECISION_LOG: &str = "refs/code-intel/logs/decisions";
 const RECORD_FILE: &str = "record.json";
+/// The file beside a record that holds this clone's seal of it ([`crate::seal`]).
+pub const SEAL_FILE: &str = "seal";
+/// A record larger than this is not read (ours are a few KB).
+pub const MAX_RECORD_BYTES: u64 = 256 * 1024;
+const MAX_RECORD_TREE_BYTES: u64 = 4 * 1024;
+const MAX_SEAL_BYTES: u64 = 256;
+/// How far a merge looks for a common history before it simply makes a merge commit.
+const ANCESTRY_BUDGET: usize = 10_000;
 
 /// Appends `record` to the log at `log_ref` as `file`; returns the new tip.
 pub fn append_as(
@@ -27,7 +46,32 @@ pub fn append_as(
 ) -> Result<ObjectId, Error> {
     let text = serde_json::to_vec_pretty(record).map_err(git)?;
     let blob = repo.write_blob(&text).map_err(git)?.detach();
-    let tree = single_file_tree(repo, file, blob)?;
+    let tree = record_tree(repo, file, blob, None)?;
+    append_tree(repo, log_ref, tree, message)
+}
+
+/// The tree of one record: `file`, and `seal` when given.
+pub fn record_tree(repo: &gix::Repository, file: &str, blob: ObjectId, seal: Option<&str>) -> Result<ObjectId, Error> {
+    let mut entries = vec![gix::objs::tree::Entry {
+        mode: gix::objs::tree::EntryKind::Blob.into(),
+        filename: file.into(),
+        oid: blob,
+    }];
+    if let Some(seal) = seal {
+        let seal_blob = repo.write_blob(seal.as_bytes()).map_err(git)?.detach();
+        entries.push(gix::objs::tree::Entry {
+            mode: gix::objs::tree::EntryKind::Blob.into(),
+            filename: SEAL_FILE.into(),
+            oid: seal_blob,
+        });
+    }
+    entries.sort_by(|a, b| a.filename.cmp(&b.filename));
+    Ok(repo.write_object(&gix::objs::Tree { entries }).map_err(git)?.detach())
+}
+
+/// Appends a commit of `tree` on top of the log's tip, by compare-and-swap, retried when
+/// another process appended first.
+fn append_tree(repo: &gix::Repository, log_ref: &str, tree: ObjectId, message: &str) -> Result<ObjectId, Error> {
     for _ in 0..20 {
         let parent = tip(repo, log_ref)?;
         let commit = write_commit(repo, tree, parent, message)?;
@@ -35,8 +79,10 @@ pub fn append_as(
             Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
             None => PreviousValue::MustNotExist,
         };
-        if apply(repo, vec![update(log_ref, expected, Target::Object(commit), message)?]).is_ok() {
-            return Ok(commit);
+        match apply(repo, vec![update(log_ref, expected, Target::Object(commit), message)?]) {
+            Ok(()) => return Ok(commit),
+            Err(Error::Locked(lock)) => return Err(Error::Locked(lock)),
+            Err(_) => continue,
         }
     }
     Err(Error::Conflict)
@@ -57,33 +103,170 @@ pub fn tip(repo: &gix::Repository, log_ref: &str) -> Result<Option<ObjectId>, Er
     Ok(repo.try_find_reference(log_ref).map_err(git)?.and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
 }
 
-/// The newest `limit` records of the log, newest first (`file`: the record's file name).
+/// One record as read, with what is needed to tell whose it is.
+#[derive(Debug, Clone)]
+pub struct LogRecord {
+    pub commit: ObjectId,
+    /// The record file's exact bytes (what a seal covers).
+    pub bytes: Vec<u8>,
+    pub value: serde_json::Value,
+    /// The `seal` file beside the record, if any.
+    pub seal: Option<Vec<u8>>,
+}
+
+/// What reading a log found: its newest records, and a note for each one skipped.
+#[derive(Debug, Clone, Default)]
+pub struct Records {
+    pub records: Vec<LogRecord>,
+    pub skipped: Vec<String>,
+}
+
+/// The newest `limit` records of the log (`file`: the record's file name), newest commit first,
+/// across every merged history; commits that hold no record (merges) are passed over. At most
+/// `8 × limit + 64` commits are looked at, so a history made deep or wide on purpose costs no
+/// more than that.
+pub fn records(repo: &gix::Repository, log_ref: &str, file: &str, limit: usize) -> Result<Records, Error> {
+    let mut out = Records::default();
+    let Some(start) = tip(repo, log_ref)? else { return Ok(out) };
+    let budget = limit.saturating_mul(8).saturating_add(64);
+    let mut heap: BinaryHeap<(i64, ObjectId)> = BinaryHeap::new();
+    let mut queued: HashSet<ObjectId> = HashSet::new();
+    let mut looked_at = 0usize;
+    match untrusted::commit(repo, start) {
+        Ok(c) => heap.push((c.time, start)),
+        Err(e) => {
+            out.skipped.push(format!("{log_ref}: {e}"));
+            return Ok(out);
+        }
+    }
+    queued.insert(start);
+    while let Some((_, id)) = heap.pop() {
+        if out.records.len() >= limit || looked_at >= budget {
+            break;
+        }
+        looked_at += 1;
+        let commit = match untrusted::commit(repo, id) {
+            Ok(c) => c,
+            Err(e) => {
+                out.skipped.push(format!("{log_ref}: {e}"));
+                continue;
+            }
+        };
+        for parent in &commit.parents {
+            if queued.insert(*parent) {
+                // A parent that cannot be read is reported when it is popped.
+                let time = untrusted::commit(repo, *parent).map_or(i64::MIN, |c| c.time);
+                heap.push((time, *parent));
+            }
+        }
+        match read_record(repo, id, commit.tree, file) {
+            Ok(Some(record)) => out.records.push(record),
+            Ok(None) => {}
+            Err(note) => out.skipped.push(format!("{log_ref}: record {id}: {note}")),
+        }
+    }
+    for note in &out.skipped {
+        tracing::warn!("{note}");
+    }
+    Ok(out)
+}
+
+/// The record in commit `id`'s tree, None when the commit holds none (a merge).
+fn read_record(repo: &gix::Repository, id: ObjectId, tree: ObjectId, file: &str) -> Result<Option<LogRecord>, String> {
+    let entries = untrusted::tree(repo, tree, MAX_RECORD_TREE_BYTES).map_err(|e| e.to_string())?;
+    let Some(entry) = entries.iter().find(|e| e.name == file) else { return Ok(None) };
+    if !entry.is_blob() {
+        return Err(format!("{file} is not a file"));
+    }
+    let bytes = untrusted::blob(repo, entry.oid, MAX_RECORD_BYTES).map_err(|e| e.to_string())?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
+    if !value.is_object() {
+        return Err("not a JSON object".into());
+    }
+    let seal = entries
+        .iter()
+        .find(|e| e.name == SEAL_FILE && e.is_blob())
+        .and_then(|e| untrusted::blob(repo, e.oid, MAX_SEAL_BYTES).ok());
+    Ok(Some(LogRecord { commit: id, bytes, value, seal }))
+}
+
+/// The newest `limit` records of the log as JSON values, newest first.
 pub fn read_as(
     repo: &gix::Repository,
     log_ref: &str,
     file: &str,
     limit: usize,
 ) -> Result<Vec<serde_json::Value>, Error> {
-    let mut out = Vec::new();
-    let mut next = tip(repo, log_ref)?;
-    while let Some(id) = next {
-        if out.len() >= limit {
-            break;
-        }
-        let commit = repo.find_commit(id).map_err(git)?;
-        let tree = commit.tree().map_err(git)?;
-        if let Some(entry) = tree.find_entry(file) {
-            let blob = entry.object().map_err(git)?;
-            match serde_json::from_slice(&blob.data) {
-                Ok(v) => out.push(v),
-                Err(e) => tracing::warn!("{log_ref}: unreadable record in {id}: {e}"),
-            }
-        }
-        next = commit.parent_ids().next().map(|p| p.detach());
-    }
-    Ok(out)
+    Ok(records(repo, log_ref, file, limit)?.records.into_iter().map(|r| r.value).collect())
 }
 
 pub fn read(repo: &gix::Repository, log_ref: &str, limit: usize) -> Result<Vec<serde_json::Value>, Error> {
     read_as(repo, log_ref, RECORD_FILE, limit)
+}
+
+/// Merges every remote's staged tip of the shared log `log` into the local one: nothing to do
+/// when the local log already holds it, a fast-forward when the local log is part of it, else a
+/// merge commit (no record, both tips as parents). Each merge is one ref transaction with the
+/// record of which tip it took in. Returns a note for each staged tip that is not a commit
+/// (it is recorded as seen and left out).
+pub fn merge_staged(repo: &gix::Repository, log: &SharedRef) -> Result<Vec<String>, Error> {
+    let mut notes = Vec::new();
+    for staged in log.unmerged(repo)? {
+        let tracking = log.tracking(&staged.remote);
+        let usable = match untrusted::commit(repo, staged.tip) {
+            Ok(_) => true,
+            Err(e) => {
+                notes.push(format!("{tracking} was not merged: {e}"));
+                false
+            }
+        };
+        let mut merged = false;
+        for _ in 0..20 {
+            let local = tip(repo, log.local)?;
+            let next = match local {
+                _ if !usable => local,
+                None => Some(staged.tip),
+                Some(l) if l == staged.tip => Some(l),
+                Some(l) if untrusted::is_ancestor(repo, staged.tip, l, ANCESTRY_BUDGET) == Some(true) => Some(l),
+                Some(l) if untrusted::is_ancestor(repo, l, staged.tip, ANCESTRY_BUDGET) == Some(true) => {
+                    Some(staged.tip)
+                }
+                Some(l) => {
+                    let message = format!("git-code-intel: merge {tracking}");
+                    // Written, not assumed: `git fsck` wants every tree a commit names present.
+                    let empty = repo.write_object(gix::objs::Tree::empty()).map_err(git)?.detach();
+                    Some(write_commit_with(repo, empty, &[l, staged.tip], &message)?)
+                }
+            };
+            let mut edits = vec![log.mark_merged(&staged)?];
+            if next != local
+                && let Some(next) = next
+            {
+                let expected = match local {
+                    Some(l) => PreviousValue::MustExistAndMatch(Target::Object(l)),
+                    None => PreviousValue::MustNotExist,
+                };
+                edits.push(update(log.local, expected, Target::Object(next), &format!("merge {tracking}"))?);
+            }
+            match apply(repo, edits) {
+                Ok(()) => {
+                    merged = true;
+                    break;
+                }
+                Err(Error::Locked(lock)) => return Err(Error::Locked(lock)),
+                // The local log moved (a record was appended) or another process merged this
+                // tip first: read again.
+                Err(_) => {
+                    if log.unmerged(repo)?.iter().all(|u| u.remote != staged.remote || u.tip != staged.tip) {
+                        merged = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if !merged {
+            return Err(Error::Conflict);
+        }
+    }
+    Ok(notes)
 }

@@ -39,3 +39,133 @@ pub fn add_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<
     }
     Err(crate::Error::Git("the notes ref kept changing".into()))
 }
+
+/// A notes tree larger than this is not merged (about 120,000 notes).
+const MAX_NOTES_TREE_BYTES: u64 = 8 << 20;
+/// A note larger than this is left out of a merge.
+const MAX_NOTE_BYTES: u64 = 1 << 20;
+
+/// The notes of the tree at `commit`, by annotated object (hex): git's flat layout, and the
+/// one-level fan-out (`ab/cdef…`) that `git notes` uses for many notes. Entries that are not
+/// notes (other names, gitlinks, deeper trees, notes over the size limit) are named in `skipped`.
+fn notes_of(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    skipped: &mut Vec<String>,
+) -> Result<std::collections::BTreeMap<String, ObjectId>, crate::untrusted::Refusal> {
+    use crate::untrusted;
+    let info = untrusted::commit(repo, commit)?;
+    let mut out = std::collections::BTreeMap::new();
+    let hex_len = repo.object_hash().len_in_hex();
+    let is_hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    let mut add = |name: String, entry: &untrusted::TreeEntry, skipped: &mut Vec<String>| {
+        if !entry.is_blob() || name.len() != hex_len || !is_hex(&name) {
+            skipped.push(format!("notes: {name} is not a note"));
+            return;
+        }
+        match repo.try_find_header(entry.oid) {
+            Ok(Some(h)) if h.size() <= MAX_NOTE_BYTES => {
+                out.insert(name, entry.oid);
+            }
+            _ => skipped.push(format!("notes: the note of {name} is missing or over {MAX_NOTE_BYTES} bytes")),
+        }
+    };
+    for entry in untrusted::tree(repo, info.tree, MAX_NOTES_TREE_BYTES)? {
+        let name = entry.name.to_string();
+        if entry.kind == gix::objs::tree::EntryKind::Tree && name.len() == 2 && is_hex(&name) {
+            match untrusted::tree(repo, entry.oid, MAX_NOTES_TREE_BYTES) {
+                Ok(inner) => {
+                    for e in inner {
+                        add(format!("{name}{}", e.name), &e, skipped);
+                    }
+                }
+                Err(e) => skipped.push(format!("notes: {name}/: {e}")),
+            }
+        } else {
+            add(name, &entry, skipped);
+        }
+    }
+    Ok(out)
+}
+
+/// Merges every remote's staged notes (`refs/code-intel-remotes/<remote>/notes`) into
+/// `refs/notes/code-intel`: the union of both sides' notes, this clone's note kept where both
+/// annotate the same commit, in a merge commit with both tips as parents. Returns a note for
+/// each entry or tip left out.
+pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error> {
+    let shared = crate::shared::NOTES;
+    let mut report = Vec::new();
+    for staged in shared.unmerged(repo)? {
+        let mut skipped = Vec::new();
+        let theirs = match notes_of(repo, staged.tip, &mut skipped) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                report.push(format!("{} was not merged: {e}", shared.tracking(&staged.remote)));
+                None
+            }
+        };
+        let mut done = false;
+        for _ in 0..20 {
+            let local = ref_id(repo, NOTES_REF)?;
+            let mut edits = vec![shared.mark_merged(&staged)?];
+            if let Some(theirs) = &theirs
+                && local != Some(staged.tip)
+            {
+                let mut ours = match local {
+                    Some(l) => notes_of(repo, l, &mut Vec::new()).map_err(|e| crate::Error::Git(e.to_string()))?,
+                    None => Default::default(),
+                };
+                let before = ours.len();
+                for (object, note) in theirs {
+                    match ours.get(object) {
+                        Some(mine) if mine != note => {
+                            skipped.push(format!("notes: {object} has a note here already; the remote's is left out"))
+                        }
+                        Some(_) => {}
+                        None => {
+                            ours.insert(object.clone(), *note);
+                        }
+                    }
+                }
+                let next = if local.is_none() || ours.len() != before {
+                    let entries = ours
+                        .iter()
+                        .map(|(name, oid)| gix::objs::tree::Entry {
+                            mode: gix::objs::tree::EntryKind::Blob.into(),
+                            filename: name.as_str().into(),
+                            oid: *oid,
+                        })
+                        .collect();
+                    let tree = repo.write_object(&gix::objs::Tree { entries }).map_err(crate::git)?.detach();
+                    let parents: Vec<ObjectId> = local.into_iter().chain([staged.tip]).collect();
+                    Some(
+                        write_commit_with(repo, tree, &parents, "Notes merged by git-code-intel")
+                            .map_err(crate::git)?,
+                    )
+                } else {
+                    None
+                };
+                if let Some(next) = next {
+                    let expected = match local {
+                        Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
+                        None => PreviousValue::MustNotExist,
+                    };
+                    edits.push(update(NOTES_REF, expected, Target::Object(next), "notes: merge a remote's notes")?);
+                }
+            }
+            match apply(repo, edits) {
+                Ok(()) => {
+                    done = true;
+                    break;
+                }
+                Err(crate::Error::Locked(lock)) => return Err(crate::Error::Locked(lock)),
+                Err(_) => continue,
+            }
+        }
+        if !done {
+            return Err(crate::Error::Conflict);
+        }
+        report.extend(skipped);
+    }
+    Ok(report)
+}

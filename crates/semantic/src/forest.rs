@@ -20,7 +20,9 @@ use crate::Error;
 pub const FOREST_DIR: &str = ".code-intel/forest";
 const MANIFEST: &str = "manifest.bin";
 const VECTORS: &str = "vectors.faiss";
-const MAGIC: &[u8; 8] = b"CIFOR001";
+/// 002: chunks say which shared Forest their vector came from; the Forest remembers the shared
+/// Forests it used and the ones found poisoned.
+const MAGIC: &[u8; 8] = b"CIFOR002";
 
 pub fn forest_dir(root: &Path) -> PathBuf {
     root.join(FOREST_DIR)
@@ -41,6 +43,16 @@ pub struct StoredChunk {
     pub chunk: Chunk,
     /// blake3 of the embedded text: the embedding cache's key.
     pub key: Key,
+    /// Where the vector came from when it was not embedded here: a shared Forest.
+    pub shared: Option<SharedOrigin>,
+}
+
+/// A vector taken from a shared Forest: the commit it was read from, and a fingerprint of the
+/// record, so a later sync can tell whether the shared Forests in use still hold that vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedOrigin {
+    pub tip: [u8; 20],
+    pub record: [u8; 8],
 }
 
 /// The text a chunk is embedded as: its header, then its code.
@@ -56,6 +68,8 @@ struct Manifest {
     synced_at: i64,
     files: BTreeMap<String, FileEntry>,
     chunks: Vec<(u64, StoredChunk)>,
+    shared_tips: Vec<[u8; 20]>,
+    distrusted: Vec<[u8; 20]>,
 }
 
 pub struct Forest {
@@ -68,6 +82,10 @@ pub struct Forest {
     next_id: u64,
     /// Unix seconds of the last completed sync (0: never).
     pub synced_at: i64,
+    /// The shared Forests (commits) the last sync read vectors from.
+    pub shared_tips: Vec<[u8; 20]>,
+    /// Shared Forests whose vectors did not match the model's: never read again.
+    pub distrusted: Vec<[u8; 20]>,
 }
 
 /// One ranked chunk.
@@ -107,6 +125,8 @@ impl Forest {
             lexical: Bm25::default(),
             next_id: 1,
             synced_at: 0,
+            shared_tips: Vec::new(),
+            distrusted: Vec::new(),
         })
     }
 
@@ -125,6 +145,33 @@ impl Forest {
     pub fn holds_key(&self) -> impl Fn(&Key) -> bool + '_ {
         let keys: std::collections::HashSet<Key> = self.chunks.values().map(|c| c.key).collect();
         move |k| keys.contains(k)
+    }
+
+    /// The chunks whose vectors came from a shared Forest: (file, key, origin).
+    pub fn shared_chunks(&self) -> Vec<(String, Key, SharedOrigin)> {
+        self.chunks.values().filter_map(|c| c.shared.map(|o| (c.chunk.file.clone(), c.key, o))).collect()
+    }
+
+    /// Marks the chunks of `rel` whose vectors came from `from` as coming from `to` instead
+    /// (the same record, found in a newer shared Forest).
+    pub fn retag_shared(&mut self, rel: &str, key: &Key, from: SharedOrigin, to: SharedOrigin) {
+        let Some(entry) = self.files.get(rel) else { return };
+        for id in &entry.chunks {
+            if let Some(c) = self.chunks.get_mut(id)
+                && c.key == *key
+                && c.shared == Some(from)
+            {
+                c.shared = Some(to);
+            }
+        }
+    }
+
+    /// Makes the next sync read, chunk and resolve `rel` again (its vectors are in doubt).
+    pub fn forget_file(&mut self, rel: &str) {
+        if let Some(entry) = self.files.get_mut(rel) {
+            entry.size = u64::MAX;
+            entry.hash = [0; 32];
+        }
     }
 
     /// Removes `rel` and its chunks.
@@ -272,6 +319,8 @@ impl Forest {
             lexical,
             next_id: manifest.next_id,
             synced_at: manifest.synced_at,
+            shared_tips: manifest.shared_tips,
+            distrusted: manifest.distrusted,
         })
     }
 
@@ -290,6 +339,8 @@ impl Forest {
             synced_at: self.synced_at,
             files: &self.files,
             chunks,
+            shared_tips: &self.shared_tips,
+            distrusted: &self.distrusted,
         };
         code_intel_codebase::derived::write(&dir.join(MANIFEST), MAGIC, &manifest)
     }
@@ -304,6 +355,8 @@ struct ManifestRef<'a> {
     synced_at: i64,
     files: &'a BTreeMap<String, FileEntry>,
     chunks: Vec<(u64, &'a StoredChunk)>,
+    shared_tips: &'a [[u8; 20]],
+    distrusted: &'a [[u8; 20]],
 }
 
 fn snippet(text: &str) -> String {

@@ -48,8 +48,14 @@ impl SessionFacts {
     }
 }
 
-/// The Map entry for `facts`. `symbol_at(file, line)` names the definition enclosing a line.
-pub fn entry_for(facts: &SessionFacts, symbol_at: impl Fn(&str, usize) -> Option<String>, now: &str) -> MapEntry {
+/// The Map entry for `facts`. `symbol_at(file, line)` names the definition enclosing a line;
+/// `recorded_by` is who records it (the clone's git identity).
+pub fn entry_for(
+    facts: &SessionFacts,
+    symbol_at: impl Fn(&str, usize) -> Option<String>,
+    now: &str,
+    recorded_by: &str,
+) -> MapEntry {
     let mut files = BTreeSet::new();
     let mut symbols: Vec<String> = facts.learned.target_symbols.clone();
     for e in &facts.evidence {
@@ -69,5 +75,6 @@ pub fn entry_for(facts: &SessionFacts, symbol_at: impl Fn(&str, usize) -> Option
         files: files.into_iter().collect(),
         session_id: facts.session_id.clone(),
         recorded_at: now.to_owned(),
+        recorded_by: recorded_by.to_owned(),
     }
 }

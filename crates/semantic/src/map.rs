@@ -1,8 +1,19 @@
 //! The Map in git: learned success patterns under `refs/code-intel/map`. Each commit's tree
-//! holds one `<id>.json` per entry; every change is a new commit on the previous tip, written
-//! with compare-and-swap (retried when another process changed the Map first). A team shares
-//! the Map by pushing and fetching the ref.
+//! holds one `<id>.json` per entry, and `<id>.seal` beside the entries a clone learned itself
+//! (its [`CloneKey`] seal of the entry's bytes); every change is a new commit on the previous
+//! tip, written with compare-and-swap (retried when another process changed the Map first).
+//!
+//! A team shares the Map through a remote ([`code_intel_gitstate::shared`]): a fetch stages a
+//! remote's Map under `refs/code-intel-remotes/<remote>/map`, and the next read merges it in,
+//! entry by entry against what that remote had at the last merge (an entry either side added
+//! stays, one either side removed stays removed, this clone's version wins a conflict), in a
+//! commit with both tips as parents so the next push is a fast-forward. Every entry another
+//! clone wrote is checked before it is merged or read ([`MapEntry::check`]): a bad one is left
+//! out with a note naming it, never failing the rest, and one over the size limits is never
+//! loaded. What a read returns says where each entry came from ([`Origin`]): this clone, or a
+//! remote, so the caller can present it as quoted data and decide whether to trust it.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use gix::ObjectId;
@@ -12,11 +23,29 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use code_intel_gitstate::refs::{apply, update};
+use code_intel_gitstate::seal::CloneKey;
+use code_intel_gitstate::shared::{self, Unmerged};
+use code_intel_gitstate::untrusted;
 
-pub const MAP_REF: &str = "refs/code-intel/map";
+pub const MAP_REF: &str = shared::MAP.local;
 /// This clone's last Map commit. Outside `refs/code-intel/*`, so no refspec shares or replaces
-/// it: it tells whether a fetch replaced Map entries learned here.
+/// it: it tells whether a fetch of `refs/code-intel/*` (the refspec versions before staged
+/// sharing configured) replaced Map entries learned here.
 pub const LOCAL_REF: &str = "refs/code-intel-local/map";
+const SEAL_DOMAIN: &str = "map entry";
+
+/// An entry's file is never read when larger than this (ours are well under 2 KB).
+pub const MAX_ENTRY_BYTES: u64 = 16 * 1024;
+/// A Map tree larger than this (about 90,000 entries) is not read.
+const MAX_TREE_BYTES: u64 = 4 << 20;
+const MAX_SEAL_BYTES: u64 = 256;
+const MAX_QUERY_CHARS: usize = 4_000;
+const MAX_TARGET_CHARS: usize = 1_000;
+const MAX_LIST: usize = 64;
+const MAX_NAME_CHARS: usize = 300;
+const MAX_PATH_CHARS: usize = 400;
+/// Notes kept about entries left out (the count is always given).
+const MAX_NOTES: usize = 20;
 
 /// One success pattern: a natural-language request and where the answer turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -37,6 +66,9 @@ pub struct MapEntry {
     pub session_id: String,
     #[serde(default)]
     pub recorded_at: String,
+    /// Who recorded it: the git identity of the clone that learned it (not verified).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub recorded_by: String,
 }
 
 impl MapEntry {
@@ -45,20 +77,238 @@ impl MapEntry {
         let hash = blake3::hash(format!("{session_id}\n{query}").as_bytes());
         hash.to_hex()[..12].to_owned()
     }
+
+    /// Whether this entry is one a session could have recorded: a 12-hex id, a session id of
+    /// ours, texts and lists within their limits and free of control characters, and files
+    /// that are plain paths inside the repository (no `..`, no absolute path, nothing under
+    /// `.git`). Says what is wrong otherwise.
+    pub fn check(&self) -> Result<(), String> {
+        if self.id.len() != 12 || !self.id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+            return Err("its id is not 12 lower-case hex digits".into());
+        }
+        if !self.session_id.is_empty() && !is_session_id(&self.session_id) {
+            return Err("its session_id is not a session id (YYYYMMDD_HHMMSS_ and 8 hex digits)".into());
+        }
+        if self.query.trim().is_empty() {
+            return Err("its query is empty".into());
+        }
+        text("query", &self.query, MAX_QUERY_CHARS, true)?;
+        text("target_feature", &self.target_feature, MAX_TARGET_CHARS, true)?;
+        text("recorded_at", &self.recorded_at, 64, false)?;
+        if !self.recorded_at.is_empty() && chrono::DateTime::parse_from_rfc3339(&self.recorded_at).is_err() {
+            return Err("its recorded_at is not an RFC 3339 time".into());
+        }
+        text("recorded_by", &self.recorded_by, MAX_NAME_CHARS, false)?;
+        for (field, list) in [("symbols", &self.symbols), ("files", &self.files)] {
+            if list.len() > MAX_LIST {
+                return Err(format!("it lists {} {field}, over the limit of {MAX_LIST}", list.len()));
+            }
+        }
+        for s in &self.symbols {
+            text("a symbol", s, MAX_NAME_CHARS, false)?;
+        }
+        for f in &self.files {
+            check_path(f)?;
+        }
+        Ok(())
+    }
+}
+
+fn is_session_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() == 24
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'_'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'_'
+        && b[16..].iter().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+}
+
+/// A text field within `max` characters, without control characters (line breaks and tabs
+/// allowed where `lines`), and without the bidirectional overrides that make text read
+/// differently from what it is.
+fn text(field: &str, value: &str, max: usize, lines: bool) -> Result<(), String> {
+    if value.chars().count() > max {
+        return Err(format!("its {field} is over {max} characters"));
+    }
+    let bad = |c: char| {
+        (c.is_control() && !(lines && matches!(c, '\n' | '\t' | '\r')))
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if value.chars().any(bad) {
+        return Err(format!("its {field} holds control characters"));
+    }
+    Ok(())
+}
+
+/// A repository-relative path: `/`-separated, no empty, `.` or `..` component, not absolute,
+/// nothing under `.git`.
+fn check_path(path: &str) -> Result<(), String> {
+    text("file", path, MAX_PATH_CHARS, false)?;
+    let wrong = path.is_empty()
+        || path.starts_with('/')
+        || path.contains('\\')
+        || path.contains(':')
+        || path.split('/').any(|c| c.is_empty() || c == "." || c == ".." || c.eq_ignore_ascii_case(".git"));
+    if wrong {
+        return Err(format!("its file '{}' is not a path inside the repository", path.escape_debug()));
+    }
+    Ok(())
 }
 
 fn git<E: std::fmt::Display>(e: E) -> Error {
     Error::Git(e.to_string())
 }
 
+/// Where an entry came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Learned by a session of this clone (its seal verifies).
+    Local,
+    /// Recorded in another clone: `remote` is the remote whose staged Map holds this very
+    /// entry (and `commit` that Map's commit), when one does.
+    Shared { remote: Option<String>, commit: Option<ObjectId> },
+}
+
+/// An entry and where it came from.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub entry: MapEntry,
+    pub origin: Origin,
+}
+
+/// What a read of the Map found.
+#[derive(Debug, Clone, Default)]
+pub struct MapRead {
+    pub tip: Option<ObjectId>,
+    /// The entries that passed the checks, this clone's first, then by id.
+    pub entries: Vec<Stored>,
+    /// Entries and refs left out, each with why (at most [`MAX_NOTES`]; `skipped_count` has
+    /// them all).
+    pub skipped: Vec<String>,
+    pub skipped_count: usize,
+}
+
+impl MapRead {
+    fn skip(&mut self, note: String) {
+        tracing::warn!("the Map: {note}");
+        self.skipped_count += 1;
+        if self.skipped.len() < MAX_NOTES {
+            self.skipped.push(note);
+        }
+    }
+}
+
+/// One entry in a Map tree: its file, and its seal file if any. Kept as blob ids, so merges
+/// carry every entry (a teammate's seal included) byte for byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    json: ObjectId,
+    seal: Option<ObjectId>,
+}
+
+type Slots = BTreeMap<String, Slot>;
+
+/// The slots of the Map tree at `commit`, and a note for each tree entry that is not one
+/// (another name, a tree, a link, a gitlink).
+fn read_slots(repo: &gix::Repository, commit: ObjectId) -> Result<(Slots, Vec<String>), untrusted::Refusal> {
+    let info = untrusted::commit(repo, commit)?;
+    let mut slots = Slots::new();
+    let mut seals = BTreeMap::new();
+    let mut notes = Vec::new();
+    for entry in untrusted::tree(repo, info.tree, MAX_TREE_BYTES)? {
+        let name = entry.name.to_string();
+        let (stem, is_seal) = match (name.strip_suffix(".json"), name.strip_suffix(".seal")) {
+            (Some(stem), _) => (stem.to_owned(), false),
+            (_, Some(stem)) => (stem.to_owned(), true),
+            _ => {
+                notes.push(format!("{} is not a Map entry", name.escape_debug()));
+                continue;
+            }
+        };
+        if !entry.is_blob() {
+            notes.push(format!("{} is not a file", name.escape_debug()));
+            continue;
+        }
+        if is_seal {
+            seals.insert(stem, entry.oid);
+        } else {
+            slots.insert(stem, Slot { json: entry.oid, seal: None });
+        }
+    }
+    for (stem, seal) in seals {
+        if let Some(slot) = slots.get_mut(&stem) {
+            slot.seal = Some(seal);
+        }
+    }
+    Ok((slots, notes))
+}
+
+/// The entry in `slot`, checked: its file within the size limit, JSON of a [`MapEntry`] whose
+/// id is the file's name, passing [`MapEntry::check`].
+fn read_entry(repo: &gix::Repository, name: &str, slot: Slot) -> Result<(MapEntry, Vec<u8>), String> {
+    let bytes = untrusted::blob(repo, slot.json, MAX_ENTRY_BYTES).map_err(|e| e.to_string())?;
+    let entry: MapEntry = serde_json::from_slice(&bytes).map_err(|e| format!("not a Map entry: {e}"))?;
+    if entry.id != name {
+        return Err(format!("its id '{}' is not its file's name", entry.id.escape_debug()));
+    }
+    entry.check()?;
+    Ok((entry, bytes))
+}
+
+fn write_slots(repo: &gix::Repository, slots: &Slots) -> Result<ObjectId, Error> {
+    let mut entries = Vec::with_capacity(slots.len() * 2);
+    for (id, slot) in slots {
+        let blob = gix::objs::tree::EntryKind::Blob.into();
+        entries.push(gix::objs::tree::Entry { mode: blob, filename: format!("{id}.json").into(), oid: slot.json });
+        if let Some(seal) = slot.seal {
+            entries.push(gix::objs::tree::Entry { mode: blob, filename: format!("{id}.seal").into(), oid: seal });
+        }
+    }
+    entries.sort_by(|a, b| a.filename.cmp(&b.filename));
+    Ok(repo.write_object(&gix::objs::Tree { entries }).map_err(git)?.detach())
+}
+
+/// A three-way merge of slots by id against `base` (what the other side had when last
+/// merged): an entry either side added stays; one a side removed stays removed unless the
+/// other changed it; where both changed it, `ours` wins.
+fn merge_slots(base: &Slots, ours: &Slots, theirs: &Slots) -> Slots {
+    let mut out = Slots::new();
+    let ids: std::collections::BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
+    for id in ids {
+        let (o, t, b) = (ours.get(id), theirs.get(id), base.get(id));
+        let kept = match (o, t, b) {
+            (Some(o), Some(t), Some(b)) if o == b => Some(t),
+            (Some(o), Some(_), _) => Some(o),
+            (Some(o), None, Some(b)) if o == b => None,
+            (Some(o), None, _) => Some(o),
+            (None, Some(_), Some(_)) => None,
+            (None, Some(t), None) => Some(t),
+            (None, None, _) => None,
+        };
+        if let Some(slot) = kept {
+            out.insert(id.clone(), *slot);
+        }
+    }
+    out
+}
+
 pub struct MapStore {
     repo: gix::ThreadSafeRepository,
+    key: std::sync::OnceLock<Result<CloneKey, String>>,
 }
 
 impl MapStore {
     pub fn open(root: &Path) -> Result<MapStore, Error> {
         let repo = gix::open(root).map_err(|e| Error::Git(format!("not a git repository: {e}")))?;
-        Ok(MapStore { repo: repo.into_sync() })
+        Ok(MapStore { repo: repo.into_sync(), key: std::sync::OnceLock::new() })
+    }
+
+    fn key(&self) -> Result<&CloneKey, Error> {
+        self.key
+            .get_or_init(|| CloneKey::of(&self.repo.to_thread_local()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| Error::Git(format!("the clone key: {e}")))
     }
 
     /// The Map's current commit, if there is a Map.
@@ -66,22 +316,83 @@ impl MapStore {
         Ok(code_intel_gitstate::log::tip(&self.repo.to_thread_local(), MAP_REF)?)
     }
 
-    /// The entries at the current tip, sorted by id (after merging back what a fetch replaced).
-    pub fn entries(&self) -> Result<(Option<ObjectId>, Vec<MapEntry>), Error> {
+    /// What identifies the Map's content for a cache: its tip and every remote's staged tip.
+    pub fn state(&self) -> Result<Vec<Option<ObjectId>>, Error> {
+        let repo = self.repo.to_thread_local();
+        let mut state = vec![code_intel_gitstate::log::tip(&repo, MAP_REF)?];
+        state.extend(shared::MAP.tracking_tips(&repo)?.into_iter().map(|(_, tip)| Some(tip)));
+        Ok(state)
+    }
+
+    /// The checked entries at the current tip, this clone's first (after merging in what a
+    /// fetch staged or replaced), with where each came from and a note for each left out.
+    pub fn read(&self) -> Result<MapRead, Error> {
+        let mut out = MapRead::default();
+        match self.merge_staged() {
+            Ok(notes) => notes.into_iter().for_each(|n| out.skip(n)),
+            Err(e) => out.skip(format!("the fetched Maps were not merged: {e}")),
+        }
         if let Err(e) = self.reconcile() {
             tracing::warn!("{MAP_REF}: could not merge back entries a fetch replaced: {e}");
         }
         let repo = self.repo.to_thread_local();
-        let tip = code_intel_gitstate::log::tip(&repo, MAP_REF)?;
-        let Some(id) = tip else { return Ok((None, Vec::new())) };
-        Ok((tip, read_entries(&repo, id)?))
+        out.tip = code_intel_gitstate::log::tip(&repo, MAP_REF)?;
+        let Some(tip) = out.tip else { return Ok(out) };
+        let (slots, notes) = match read_slots(&repo, tip) {
+            Ok(s) => s,
+            Err(e) => return Err(Error::Git(format!("{MAP_REF} cannot be read: {e}"))),
+        };
+        notes.into_iter().for_each(|n| out.skip(format!("{MAP_REF}: {n}")));
+        let key = self.key()?;
+        // Which remote's staged Map holds each entry, for the provenance of shared ones.
+        let mut staged: Vec<(String, ObjectId, Slots)> = Vec::new();
+        for (remote, staged_tip) in shared::MAP.tracking_tips(&repo)? {
+            if let Ok((s, _)) = read_slots(&repo, staged_tip) {
+                staged.push((remote, staged_tip, s));
+            }
+        }
+        for (id, slot) in slots {
+            match read_entry(&repo, &id, slot) {
+                Ok((entry, bytes)) => {
+                    let sealed = slot
+                        .seal
+                        .and_then(|s| untrusted::blob(&repo, s, MAX_SEAL_BYTES).ok())
+                        .is_some_and(|seal| key.verifies(SEAL_DOMAIN, &bytes, &seal));
+                    let origin = if sealed {
+                        Origin::Local
+                    } else {
+                        let from = staged.iter().find(|(_, _, s)| s.get(&id).is_some_and(|x| x.json == slot.json));
+                        Origin::Shared { remote: from.map(|(r, _, _)| r.clone()), commit: from.map(|(_, t, _)| *t) }
+                    };
+                    out.entries.push(Stored { entry, origin });
+                }
+                Err(why) => out.skip(format!("{MAP_REF}: entry {}: {why}", id.escape_debug())),
+            }
+        }
+        out.entries.sort_by_key(|e| e.origin != Origin::Local);
+        Ok(out)
     }
 
-    /// Adds (or replaces, by id) `entry`.
+    /// The checked entries at the current tip, sorted by id.
+    pub fn entries(&self) -> Result<(Option<ObjectId>, Vec<MapEntry>), Error> {
+        let read = self.read()?;
+        let mut entries: Vec<MapEntry> = read.entries.into_iter().map(|s| s.entry).collect();
+        entries.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok((read.tip, entries))
+    }
+
+    /// Adds (or replaces, by id) `entry`, sealed as this clone's.
     pub fn add(&self, entry: &MapEntry) -> Result<ObjectId, Error> {
-        self.change(&format!("map: learn '{}'", short(&entry.query)), |entries| {
-            entries.retain(|e| e.id != entry.id);
-            entries.push(entry.clone());
+        entry.check().map_err(|why| Error::Git(format!("the Map entry is not valid: {why}")))?;
+        let repo = self.repo.to_thread_local();
+        let json = serde_json::to_vec_pretty(entry).map_err(git)?;
+        let seal = self.key()?.seal(SEAL_DOMAIN, &json);
+        let slot = Slot {
+            json: repo.write_blob(&json).map_err(git)?.detach(),
+            seal: Some(repo.write_blob(seal.as_bytes()).map_err(git)?.detach()),
+        };
+        self.change(&format!("map: learn '{}'", short(&entry.query)), |slots| {
+            slots.insert(entry.id.clone(), slot);
             true
         })
     }
@@ -89,23 +400,29 @@ impl MapStore {
     /// Removes the entries with these ids; returns the ids it removed.
     pub fn remove(&self, ids: &[String]) -> Result<Vec<String>, Error> {
         let mut removed = Vec::new();
-        self.change("map: remove entries", |entries| {
-            removed = entries.iter().filter(|e| ids.contains(&e.id)).map(|e| e.id.clone()).collect();
-            entries.retain(|e| !ids.contains(&e.id));
+        self.change("map: remove entries", |slots| {
+            removed = ids.iter().filter(|id| slots.contains_key(*id)).cloned().collect();
+            slots.retain(|id, _| !ids.contains(id));
             !removed.is_empty()
         })?;
         Ok(removed)
     }
 
-    /// Applies `edit` to the entries at the tip and commits the result on top of it, retrying
+    /// Applies `edit` to the slots at the tip and commits the result on top of it, retrying
     /// from the new tip when another writer got there first. `edit` returns false for no change.
     ///
     /// When this clone's last Map commit ([`LOCAL_REF`]) is no longer in the Map's history (a
-    /// forced fetch replaced the ref with a teammate's Map), the two are merged first, entry by
-    /// entry against their merge base, and the commit gets both as parents: nothing learned
-    /// here is lost, and the next push is a fast-forward.
-    fn change(&self, message: &str, mut edit: impl FnMut(&mut Vec<MapEntry>) -> bool) -> Result<ObjectId, Error> {
+    /// forced fetch of `refs/code-intel/*` replaced the ref with a teammate's Map), the two are
+    /// merged first, entry by entry against their merge base, and the commit gets both as
+    /// parents: nothing learned here is lost, and the next push is a fast-forward.
+    fn change(&self, message: &str, mut edit: impl FnMut(&mut Slots) -> bool) -> Result<ObjectId, Error> {
         let repo = self.repo.to_thread_local();
+        let slots_at = |id: Option<ObjectId>| -> Result<Slots, Error> {
+            match id {
+                Some(id) => Ok(read_slots(&repo, id).map_err(git)?.0),
+                None => Ok(Slots::new()),
+            }
+        };
         for _ in 0..20 {
             let tip = code_intel_gitstate::log::tip(&repo, MAP_REF)?;
             let mine = code_intel_gitstate::log::tip(&repo, LOCAL_REF)?;
@@ -114,24 +431,17 @@ impl MapStore {
                 (None, Some(m)) => Some(m),
                 _ => None,
             };
-            let mut entries = match tip {
-                Some(id) => read_entries(&repo, id)?,
-                None => Vec::new(),
-            };
+            let mut slots = slots_at(tip)?;
             if let Some(lost) = lost {
-                let base = tip.and_then(|t| merge_base(&repo, t, lost));
-                let base_entries = match base {
-                    Some(b) => read_entries(&repo, b)?,
-                    None => Vec::new(),
-                };
-                entries = merge_entries(&base_entries, entries, read_entries(&repo, lost)?);
+                let base = slots_at(tip.and_then(|t| merge_base(&repo, t, lost)))?;
+                slots = merge_slots(&base, &slots_at(Some(lost))?, &slots);
             }
-            let edited = edit(&mut entries);
+            let edited = edit(&mut slots);
             if !edited && lost.is_none() {
                 return tip.ok_or_else(|| Error::Git("the Map is empty".into()));
             }
             let message = if edited { message } else { "map: merge entries a fetch replaced" };
-            let tree = write_entries(&repo, &entries)?;
+            let tree = write_slots(&repo, &slots)?;
             let parents: Vec<ObjectId> = tip.into_iter().chain(lost).collect();
             let commit = code_intel_gitstate::refs::write_commit_with(
                 &repo,
@@ -147,13 +457,111 @@ impl MapStore {
                 update(MAP_REF, expected, Target::Object(commit), message)?,
                 update(LOCAL_REF, PreviousValue::Any, Target::Object(commit), message)?,
             ];
-            if apply(&repo, edits).is_ok() {
-                return Ok(commit);
+            match apply(&repo, edits) {
+                Ok(()) => return Ok(commit),
+                Err(code_intel_gitstate::Error::Locked(lock)) => return Err(Error::Git(lock)),
+                Err(_) => continue,
             }
         }
         Err(Error::Git(
             "the Map kept changing under this process (another one writes it at the same time); retry".into(),
         ))
+    }
+
+    /// Merges every remote's staged Map (`refs/code-intel-remotes/<remote>/map`) that is not
+    /// merged yet into this clone's: only entries that pass the checks are taken in (each
+    /// one left out is named in the notes returned), three-way against what that remote had
+    /// at the last merge, in a commit with both tips as parents. Cheap when nothing new was
+    /// fetched: a ref read per remote.
+    pub fn merge_staged(&self) -> Result<Vec<String>, Error> {
+        let repo = self.repo.to_thread_local();
+        let mut notes = Vec::new();
+        for staged in shared::MAP.unmerged(&repo)? {
+            self.merge_one(&repo, &staged, &mut notes)?;
+        }
+        Ok(notes)
+    }
+
+    fn merge_one(&self, repo: &gix::Repository, staged: &Unmerged, notes: &mut Vec<String>) -> Result<(), Error> {
+        let tracking = shared::MAP.tracking(&staged.remote);
+        // Whether every entry of theirs passed: only then can this clone take their commit as
+        // it is (a fast-forward).
+        let mut all_passed = true;
+        let theirs = match read_slots(repo, staged.tip) {
+            Ok((slots, tree_notes)) => {
+                all_passed = tree_notes.is_empty();
+                notes.extend(tree_notes.into_iter().map(|n| format!("{tracking}: {n}")));
+                let mut checked = Slots::new();
+                for (id, slot) in slots {
+                    match read_entry(repo, &id, slot) {
+                        Ok(_) => {
+                            checked.insert(id, slot);
+                        }
+                        Err(why) => {
+                            all_passed = false;
+                            notes.push(format!("{tracking}: entry {}: {why}", id.escape_debug()));
+                        }
+                    }
+                }
+                Some(checked)
+            }
+            Err(e) => {
+                notes.push(format!("{tracking} was not merged: {e}"));
+                None
+            }
+        };
+        let base = match staged.last_merged {
+            Some(b) => read_slots(repo, b).map(|(s, _)| s).unwrap_or_default(),
+            None => Slots::new(),
+        };
+        for _ in 0..20 {
+            let tip = code_intel_gitstate::log::tip(repo, MAP_REF)?;
+            let mut edits = vec![shared::MAP.mark_merged(staged)?];
+            let already = tip
+                .is_some_and(|t| t == staged.tip || untrusted::is_ancestor(repo, staged.tip, t, 10_000) == Some(true));
+            let behind = tip.is_none_or(|t| untrusted::is_ancestor(repo, t, staged.tip, 10_000) == Some(true));
+            if theirs.is_some() && !already && behind && all_passed {
+                let message = format!("map: fast-forward to {tracking}");
+                let expected = match tip {
+                    Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
+                    None => PreviousValue::MustNotExist,
+                };
+                edits.push(update(MAP_REF, expected, Target::Object(staged.tip), &message)?);
+                edits.push(update(LOCAL_REF, PreviousValue::Any, Target::Object(staged.tip), &message)?);
+            } else if let Some(theirs) = theirs.as_ref().filter(|_| !already) {
+                let ours = match tip {
+                    Some(t) => read_slots(repo, t).map_err(git)?.0,
+                    None => Slots::new(),
+                };
+                let merged = merge_slots(&base, &ours, theirs);
+                let tree = write_slots(repo, &merged)?;
+                let parents: Vec<ObjectId> = tip.into_iter().chain([staged.tip]).collect();
+                let message = format!("map: merge {tracking}");
+                let commit = code_intel_gitstate::refs::write_commit_with(
+                    repo,
+                    tree,
+                    &parents,
+                    &format!("git-code-intel: {message}"),
+                )?;
+                let expected = match tip {
+                    Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
+                    None => PreviousValue::MustNotExist,
+                };
+                edits.push(update(MAP_REF, expected, Target::Object(commit), &message)?);
+                edits.push(update(LOCAL_REF, PreviousValue::Any, Target::Object(commit), &message)?);
+            }
+            match apply(repo, edits) {
+                Ok(()) => return Ok(()),
+                Err(code_intel_gitstate::Error::Locked(lock)) => return Err(Error::Git(lock)),
+                Err(_) => {
+                    // Another process merged this tip first, or the Map moved: read again.
+                    if !shared::MAP.unmerged(repo)?.contains(staged) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Err(Error::Git(format!("{tracking}: the Map kept changing while it was merged; retry")))
     }
 
     /// Merges back what a forced fetch replaced (see `MapStore::change`); returns whether it
@@ -178,67 +586,19 @@ impl MapStore {
     }
 }
 
-/// Whether `ancestor` is in the history of `of`.
+/// Whether `ancestor` is in the history of `of` (a bounded walk: a history too deep to tell
+/// counts as not).
 fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, of: ObjectId) -> bool {
-    merge_base(repo, ancestor, of) == Some(ancestor)
+    untrusted::is_ancestor(repo, ancestor, of, 10_000) == Some(true)
 }
 
 fn merge_base(repo: &gix::Repository, a: ObjectId, b: ObjectId) -> Option<ObjectId> {
     repo.merge_base(a, b).ok().flatten().map(|id| id.detach())
 }
 
-/// A three-way merge of Map entries by id: an entry one side removed since `base` stays
-/// removed; an entry either side added or kept stays (`ours`' version when both have it).
-fn merge_entries(base: &[MapEntry], ours: Vec<MapEntry>, theirs: Vec<MapEntry>) -> Vec<MapEntry> {
-    let in_base = |id: &str| base.iter().any(|e| e.id == id);
-    let has = |list: &[MapEntry], id: &str| list.iter().any(|e| e.id == id);
-    let mut out: Vec<MapEntry> = ours.iter().filter(|e| !in_base(&e.id) || has(&theirs, &e.id)).cloned().collect();
-    for e in &theirs {
-        if !has(&ours, &e.id) && !in_base(&e.id) {
-            out.push(e.clone());
-        }
-    }
-    out.sort_by(|a, b| a.id.cmp(&b.id));
-    out
-}
-
 fn short(s: &str) -> String {
     let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
     one_line.chars().take(60).collect()
-}
-
-fn read_entries(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<MapEntry>, Error> {
-    let tree = repo.find_commit(commit).map_err(git)?.tree().map_err(git)?;
-    let mut out = Vec::new();
-    for entry in tree.iter() {
-        let entry = entry.map_err(git)?;
-        if !entry.filename().ends_with(b".json") {
-            continue;
-        }
-        let blob = repo.find_object(entry.oid()).map_err(git)?;
-        match serde_json::from_slice::<MapEntry>(&blob.data) {
-            Ok(e) => out.push(e),
-            Err(e) => tracing::warn!("{MAP_REF}: skipping unreadable entry {}: {e}", entry.filename()),
-        }
-    }
-    out.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(out)
-}
-
-fn write_entries(repo: &gix::Repository, entries: &[MapEntry]) -> Result<ObjectId, Error> {
-    let mut tree_entries = Vec::with_capacity(entries.len());
-    for e in entries {
-        let json = serde_json::to_vec_pretty(e).map_err(git)?;
-        let blob = repo.write_blob(&json).map_err(git)?.detach();
-        tree_entries.push(gix::objs::tree::Entry {
-            mode: gix::objs::tree::EntryKind::Blob.into(),
-            filename: format!("{}.json", e.id).into(),
-            oid: blob,
-        });
-    }
-    tree_entries.sort_by(|a, b| a.filename.cmp(&b.filename));
-    let tree = gix::objs::Tree { entries: tree_entries };
-    Ok(repo.write_object(&tree).map_err(git)?.detach())
 }
 
 #[cfg(test)]
@@ -247,14 +607,19 @@ mod tests {
 
     fn entry(i: usize) -> MapEntry {
         MapEntry {
-            id: format!("e{i:02}"),
+            id: format!("{i:012x}"),
             query: format!("query {i}"),
             target_feature: String::new(),
             symbols: vec![format!("f{i}")],
             files: vec!["src/a.rs".into()],
-            session_id: "s".into(),
+            session_id: "20261124_101010_abcdef01".into(),
             recorded_at: String::new(),
+            recorded_by: String::new(),
         }
+    }
+
+    fn id(i: usize) -> String {
+        format!("{i:012x}")
     }
 
     #[test]
@@ -278,22 +643,43 @@ mod tests {
             w.join().unwrap();
         }
         let store = MapStore::open(&root).unwrap();
-        let (tip, entries) = store.entries().unwrap();
-        assert!(tip.is_some());
-        assert_eq!(entries.len(), 16, "compare-and-swap retries keep every entry");
-        assert_eq!(store.remove(&["e03".into(), "nope".into()]).unwrap(), vec!["e03".to_owned()]);
+        let read = store.read().unwrap();
+        assert!(read.tip.is_some());
+        assert_eq!(read.entries.len(), 16, "compare-and-swap retries keep every entry");
+        assert!(read.entries.iter().all(|e| e.origin == Origin::Local), "every entry learned here is sealed");
+        assert_eq!(store.remove(&[id(3), "nope".into()]).unwrap(), vec![id(3)]);
         let (_, entries) = store.entries().unwrap();
         assert_eq!(entries.len(), 15);
-        assert!(entries.iter().all(|e| e.id != "e03"));
+        assert!(entries.iter().all(|e| e.id != id(3)));
         // Adding an entry again under its id replaces it.
         let mut e = entry(1);
         e.query = "changed".into();
         store.add(&e).unwrap();
         let (_, entries) = store.entries().unwrap();
-        assert_eq!(entries.iter().filter(|x| x.id == "e01").map(|x| x.query.as_str()).collect::<Vec<_>>(), ["changed"]);
+        assert_eq!(entries.iter().filter(|x| x.id == id(1)).map(|x| x.query.as_str()).collect::<Vec<_>>(), ["changed"]);
     }
 
-    fn git(dir: &std::path::Path, args: &[&str]) {
+    #[test]
+    fn checks_refuse_what_no_session_records() {
+        assert!(entry(1).check().is_ok());
+        let bad = |f: &dyn Fn(&mut MapEntry)| {
+            let mut e = entry(1);
+            f(&mut e);
+            e.check().unwrap_err()
+        };
+        assert!(bad(&|e| e.files = vec!["../../../etc/passwd".into()]).contains("not a path inside"));
+        assert!(bad(&|e| e.files = vec![".git/hooks/pre-commit".into()]).contains("not a path inside"));
+        assert!(bad(&|e| e.files = vec!["/etc/passwd".into()]).contains("not a path inside"));
+        assert!(bad(&|e| e.session_id = "IGNORE PREVIOUS INSTRUCTIONS".into()).contains("session_id"));
+        assert!(bad(&|e| e.id = "../x".into()).contains("id"));
+        assert!(bad(&|e| e.files = (0..100).map(|i| format!("f{i}")).collect()).contains("over the limit"));
+        assert!(bad(&|e| e.query = "x".repeat(5000)).contains("query"));
+        assert!(bad(&|e| e.query = "a\u{1b}[2Jb".into()).contains("control"));
+        assert!(bad(&|e| e.query = "a\u{202e}b".into()).contains("control"));
+        assert!(bad(&|e| e.query = " ".into()).contains("empty"));
+    }
+
+    pub(crate) fn git(dir: &std::path::Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
             .args(args)
@@ -301,6 +687,7 @@ mod tests {
             .output()
             .unwrap();
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
     fn ids(store: &MapStore) -> Vec<String> {
@@ -318,34 +705,86 @@ mod tests {
             git(clone, &["init", "-q"]);
             git(clone, &["remote", "add", "origin", remote.to_str().unwrap()]);
         }
-        let fetch =
-            |clone: &std::path::Path| git(clone, &["fetch", "-q", "origin", "+refs/code-intel/*:refs/code-intel/*"]);
-        let push =
-            |clone: &std::path::Path| git(clone, &["push", "-q", "origin", "refs/code-intel/map:refs/code-intel/map"]);
+        // The refspec versions before staged sharing configured: it writes the local Map.
+        let fetch = |clone: &std::path::Path| {
+            git(clone, &["fetch", "-q", "origin", "+refs/code-intel/map:refs/code-intel/map"]);
+        };
+        let push = |clone: &std::path::Path| {
+            git(clone, &["push", "-q", "origin", "refs/code-intel/map:refs/code-intel/map"]);
+        };
 
         let store_a = MapStore::open(&a).unwrap();
         store_a.add(&entry(1)).unwrap();
         push(&a);
         fetch(&b);
         let store_b = MapStore::open(&b).unwrap();
-        assert_eq!(ids(&store_b), ["e01"]);
+        assert_eq!(ids(&store_b), [id(1)]);
         store_b.add(&entry(2)).unwrap(); // learned in b, not pushed
         store_a.add(&entry(3)).unwrap();
-        store_a.remove(&["e01".into()]).unwrap();
+        store_a.remove(&[id(1)]).unwrap();
         push(&a);
         fetch(&b); // replaces b's Map with a's
-        // e02 (learned here) comes back, e03 arrives, e01 stays removed as a removed it.
-        assert_eq!(ids(&store_b), ["e02", "e03"]);
+        // 2 (learned here) comes back, 3 arrives, 1 stays removed as a removed it.
+        assert_eq!(ids(&store_b), [id(2), id(3)]);
         // The merge has both histories as parents, so pushing it is a fast-forward.
         push(&b);
         fetch(&a);
-        assert_eq!(ids(&store_a), ["e02", "e03"]);
+        assert_eq!(ids(&store_a), [id(2), id(3)]);
         // A fetch that only adds leaves nothing to merge.
         store_a.add(&entry(4)).unwrap();
         push(&a);
         fetch(&b);
         let tip = store_b.tip().unwrap();
-        assert_eq!(ids(&store_b), ["e02", "e03", "e04"]);
+        assert_eq!(ids(&store_b), [id(2), id(3), id(4)]);
         assert_eq!(store_b.tip().unwrap(), tip, "no merge commit for a fast-forward fetch");
+    }
+
+    #[test]
+    fn staged_maps_merge_both_ways_and_keep_each_clones_seal() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = dir.path().join("remote.git");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        git(dir.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
+        for clone in [&a, &b] {
+            std::fs::create_dir_all(clone).unwrap();
+            git(clone, &["init", "-q"]);
+            git(clone, &["remote", "add", "origin", remote.to_str().unwrap()]);
+        }
+        let [spec, _] = shared::fetch_refspecs("origin");
+        let fetch = |clone: &std::path::Path| git(clone, &["fetch", "-q", "origin", &spec]);
+        let push =
+            |clone: &std::path::Path| git(clone, &["push", "-q", "origin", "refs/code-intel/map:refs/code-intel/map"]);
+        let (store_a, store_b) = (MapStore::open(&a).unwrap(), MapStore::open(&b).unwrap());
+        store_a.add(&entry(1)).unwrap();
+        push(&a);
+        store_b.add(&entry(2)).unwrap();
+        fetch(&b);
+        // b merged a's entry; a's is shared here, from origin; b's own is local.
+        let read = store_b.read().unwrap();
+        let origins: Vec<(String, Origin)> =
+            read.entries.iter().map(|s| (s.entry.id.clone(), s.origin.clone())).collect();
+        let staged_tip = git(&b, &["rev-parse", &shared::MAP.tracking("origin")]);
+        assert_eq!(
+            origins,
+            [
+                (id(2), Origin::Local),
+                (
+                    id(1),
+                    Origin::Shared {
+                        remote: Some("origin".into()),
+                        commit: Some(ObjectId::from_hex(staged_tip.as_bytes()).unwrap())
+                    }
+                )
+            ]
+        );
+        // The merge is a fast-forward of the remote: a plain push works.
+        push(&b);
+        fetch(&a);
+        let read = store_a.read().unwrap();
+        let local: Vec<&str> =
+            read.entries.iter().filter(|s| s.origin == Origin::Local).map(|s| s.entry.id.as_str()).collect();
+        assert_eq!(local, [id(1)], "a's own entry is still sealed as a's after the round trip");
+        assert_eq!(read.entries.len(), 2);
+        git(&a, &["fsck", "--strict", "--no-progress"]);
     }
 }

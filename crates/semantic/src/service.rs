@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::cache::EmbeddingCache;
 use super::embed::Embedder;
 use super::forest::{Forest, ForestHit, forest_dir};
-use super::map::{MapEntry, MapStore};
+use super::map::{MapEntry, MapStore, Origin, Stored};
 use super::sync::{self, Progress, SyncContext, SyncReport};
 use super::vectors::VectorIndex;
 use crate::Error;
@@ -32,19 +32,41 @@ pub fn sync_wait() -> Duration {
 
 pub use crate::loaded::Loaded;
 
+/// At most this many Map entries are searched (this clone's first): embedding a teammate's
+/// (or an attacker's) tens of thousands of queries on the first search would take minutes.
+pub const MAX_MAP_SEARCHED: usize = 2_000;
+/// A Map entry is found by the start of its query: at most this many characters are embedded.
+const MAP_QUERY_EMBEDDED_CHARS: usize = 1_000;
+
 #[derive(Default)]
 struct MapIndex {
-    tip: Option<gix::ObjectId>,
-    entries: Vec<MapEntry>,
+    /// The Map tip and the remotes' staged tips this index was built from.
+    state: Option<Vec<Option<gix::ObjectId>>>,
+    entries: Vec<Stored>,
+    skipped: Vec<String>,
+    skipped_count: usize,
+    not_searched: usize,
     vectors: Option<VectorIndex>,
 }
 
-/// A Map entry and how close its query is to the search query (cosine similarity).
-#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+/// A Map entry, how close its query is to the search query (cosine similarity), and where it
+/// came from.
+#[derive(Debug, Clone)]
 pub struct MapHit {
-    #[serde(flatten)]
     pub entry: MapEntry,
     pub score: f32,
+    pub origin: Origin,
+}
+
+/// What a Map search found, and what it left out.
+#[derive(Debug, Clone, Default)]
+pub struct MapSearch {
+    pub hits: Vec<MapHit>,
+    /// Entries that failed the checks, each with why (the first few; `skipped_count` counts all).
+    pub skipped: Vec<String>,
+    pub skipped_count: usize,
+    /// Entries over [`MAX_MAP_SEARCHED`], not searched.
+    pub not_searched: usize,
 }
 
 pub struct Semantic {
@@ -141,8 +163,6 @@ impl Semantic {
             forest: RwLock::new(forest),
             cache: Mutex::new(cache),
         };
-        // A shared Forest that arrived with a plain `git fetch` fills the cache once.
-        super::share::import_if_new(&self.root, &loaded);
         Ok(loaded)
     }
 
@@ -254,31 +274,53 @@ impl Semantic {
         forest.search(query_vector, query, n).map_err(|e| e.to_string())
     }
 
-    /// The Map entries closest to `query_vector`, best first. The Map's vectors are rebuilt
-    /// (from the embedding cache where possible) whenever `refs/code-intel/map` moved.
-    pub fn search_map(&self, query_vector: &[f32], n: usize) -> Result<Vec<MapHit>, String> {
+    /// The Map entries closest to `query_vector`, best first, with where each came from. The
+    /// Map is read again (merging in what a fetch staged, checking every entry) and its vectors
+    /// rebuilt (from the embedding cache where possible) whenever its tip or a remote's staged
+    /// tip moved.
+    pub fn search_map(&self, query_vector: &[f32], n: usize) -> Result<MapSearch, String> {
         let loaded = self.loaded().map_err(|e| e.to_string())?;
         let store = self
             .map_store
             .get_or_init(|| MapStore::open(&self.root).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(Clone::clone)?;
-        if let Err(e) = store.reconcile() {
-            tracing::warn!("the Map: could not merge back entries a fetch replaced: {e}");
-        }
-        let tip = store.tip().map_err(|e| e.to_string())?;
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if map.tip != tip || (tip.is_some() && map.vectors.is_none()) {
-            let (tip, entries) = store.entries().map_err(|e| e.to_string())?;
-            let vectors = map_vectors(&loaded, &entries).map_err(|e| e.to_string())?;
-            *map = MapIndex { tip, entries, vectors: Some(vectors) };
+        let state = store.state().map_err(|e| e.to_string())?;
+        if map.state.as_ref() != Some(&state) {
+            let read = store.read().map_err(|e| e.to_string())?;
+            // Reading merged what was staged: the state to remember is the one after the merge.
+            let state = store.state().map_err(|e| e.to_string())?;
+            if map.state.as_ref() != Some(&state) {
+                let mut entries = read.entries;
+                let not_searched = entries.len().saturating_sub(MAX_MAP_SEARCHED);
+                entries.truncate(MAX_MAP_SEARCHED);
+                let vectors = map_vectors(&loaded, &entries).map_err(|e| e.to_string())?;
+                *map = MapIndex {
+                    state: Some(state),
+                    entries,
+                    skipped: read.skipped,
+                    skipped_count: read.skipped_count,
+                    not_searched,
+                    vectors: Some(vectors),
+                };
+            }
         }
-        let Some(vectors) = map.vectors.as_ref() else { return Ok(Vec::new()) };
+        let mut out = MapSearch {
+            hits: Vec::new(),
+            skipped: map.skipped.clone(),
+            skipped_count: map.skipped_count,
+            not_searched: map.not_searched,
+        };
+        let Some(vectors) = map.vectors.as_ref().filter(|_| !map.entries.is_empty()) else { return Ok(out) };
         let hits = vectors.search(query_vector, n).map_err(|e| e.to_string())?;
-        Ok(hits
+        out.hits = hits
             .into_iter()
-            .filter_map(|(i, score)| map.entries.get(i as usize).map(|e| MapHit { entry: e.clone(), score }))
-            .collect())
+            .filter_map(|(i, score)| {
+                map.entries.get(i as usize).map(|e| MapHit { entry: e.entry.clone(), score, origin: e.origin.clone() })
+            })
+            .collect();
+        Ok(out)
     }
 
     /// Vectors for `texts`, in order: those seen before from memory, the rest embedded now (as
@@ -322,8 +364,11 @@ fn run_sync(
     progress.total.store(0, Ordering::Relaxed);
     let result = (|| {
         if rebuild {
-            let fresh = Forest::new(loaded.forest_fingerprint, loaded.embedder.dimension as u32)?;
-            *loaded.forest.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+            let mut fresh = Forest::new(loaded.forest_fingerprint, loaded.embedder.dimension as u32)?;
+            let mut forest = loaded.forest.write().unwrap_or_else(|p| p.into_inner());
+            // A Forest found poisoned stays distrusted.
+            fresh.distrusted = std::mem::take(&mut forest.distrusted);
+            *forest = fresh;
         }
         let cx = SyncContext {
             repo,
@@ -332,6 +377,8 @@ fn run_sync(
             embedder: &loaded.embedder,
             cache: &loaded.cache,
             progress,
+            model: loaded.fingerprint,
+            use_shared: !rebuild,
         };
         let mut report = sync::sync(&cx, on_slice)?;
         report.rebuilt = rebuild;
@@ -342,15 +389,23 @@ fn run_sync(
     result
 }
 
+/// The text a Map entry is embedded as: the start of its query.
+fn map_text(entry: &MapEntry) -> &str {
+    match entry.query.char_indices().nth(MAP_QUERY_EMBEDDED_CHARS) {
+        Some((end, _)) => &entry.query[..end],
+        None => &entry.query,
+    }
+}
+
 /// The Map entries' vectors (by position): each entry is found by its query.
-fn map_vectors(loaded: &Loaded, entries: &[MapEntry]) -> Result<VectorIndex, Error> {
+fn map_vectors(loaded: &Loaded, entries: &[Stored]) -> Result<VectorIndex, Error> {
     let dim = loaded.embedder.dimension;
     let mut index = VectorIndex::new(dim as u32)?;
     let mut cache = loaded.cache.lock().unwrap_or_else(|p| p.into_inner());
-    let keys: Vec<_> = entries.iter().map(|e| super::cache::key_of(&e.query)).collect();
+    let keys: Vec<_> = entries.iter().map(|e| super::cache::key_of(map_text(&e.entry))).collect();
     let missing: Vec<usize> = (0..entries.len()).filter(|&i| cache.get(&keys[i]).is_none()).collect();
     if !missing.is_empty() {
-        let texts: Vec<&str> = missing.iter().map(|&i| entries[i].query.as_str()).collect();
+        let texts: Vec<&str> = missing.iter().map(|&i| map_text(&entries[i].entry)).collect();
         let vectors = loaded.embedder.embed_now(&texts)?;
         for (&i, v) in missing.iter().zip(&vectors) {
             cache.insert(keys[i], v);

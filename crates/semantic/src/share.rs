@@ -1,5 +1,5 @@
-//! A Forest that travels: the embedding cache as git objects under `refs/code-intel/forest`, so
-//! a teammate's fresh clone embeds only what differs.
+//! A Forest that travels: the vectors this clone embedded, as git objects under
+//! `refs/code-intel/forest`, so a teammate's clone embeds only what differs.
 //!
 //! The ref points at a commit (no parents: the ref holds the latest vectors only, so it stays
 //! small) whose tree is
@@ -12,12 +12,26 @@
 //! ```
 //!
 //! A shard whose vectors did not change is the same blob, so git stores and sends it once.
-//! Vectors of another model are never imported (the fingerprint says whose they are).
-//! Nothing here touches the network: `git code-intel forest push|fetch` runs `git push|fetch`
-//! for the transport (gix has no push), and only when the user asks.
+//!
+//! Reading ([`SharedVectors`]) is on demand: a sync asks for the key of each chunk its own cache
+//! does not hold, in this clone's ref and in every remote's staged one
+//! (`refs/code-intel-remotes/<remote>/forest`), and gets a vector only from a record that passes
+//! the checks: another model's vectors (fingerprint, dimension) are never read; a shard over its
+//! size limit or of the wrong kind is refused from its header; a record whose scale is not
+//! finite and within what a unit vector quantizes to, whose vector is not of unit length, or
+//! that is the same in every direction, is refused. What a sync takes from a shared Forest is
+//! marked in the Forest with the commit it came from ([`crate::forest::SharedOrigin`]), spot-
+//! checked against the model, and never written to this clone's own embedding cache, so
+//! `index --rebuild` recomputes all of it.
+//!
+//! Writing ([`export`]) merges: this clone's own vectors, plus every record of the shared
+//! Forests it can see that passes the same checks, so an export never drops a teammate's
+//! vectors. Nothing here touches the network: `git code-intel share` and `forest push|fetch`
+//! run `git push|fetch` for the transport (gix has no push), and only when the user asks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
 use gix::ObjectId;
 use gix::objs::tree::{Entry, EntryKind};
@@ -26,14 +40,27 @@ use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
 
 use super::cache::Key;
+use crate::forest::SharedOrigin;
 use crate::loaded::Loaded;
 use code_intel_gitstate::refs::{apply, update, write_commit};
+use code_intel_gitstate::shared;
+use code_intel_gitstate::untrusted;
 
-pub const FOREST_REF: &str = "refs/code-intel/forest";
+pub const FOREST_REF: &str = shared::FOREST.local;
 const SHARD_MAGIC: &[u8; 8] = b"GCIFV001";
 const FORMAT: u32 = 1;
-/// The tip last imported, so a sync imports a ref that arrived by a plain `git fetch` once.
-const IMPORTED_TIP: &str = "shared.tip";
+const MAX_MANIFEST_BYTES: u64 = 4 * 1024;
+const MAX_ROOT_TREE_BYTES: u64 = 4 * 1024;
+/// 256 entries of about 30 bytes.
+const MAX_SHARDS_TREE_BYTES: u64 = 16 * 1024;
+/// A shard larger than this (about 80,000 vectors of 384 dimensions) is not read.
+pub const MAX_SHARD_BYTES: u64 = 32 << 20;
+/// A shared Forest whose shards add up to more than this (about 600,000 vectors) is not used.
+pub const MAX_SOURCE_BYTES: u64 = 256 << 20;
+/// Shards held in memory during one sync, in bytes; past it they are read again as needed.
+const SHARD_MEMORY: usize = 128 << 20;
+/// Notes kept about refused records (the count is always given).
+const MAX_NOTES: usize = 20;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 struct Manifest {
@@ -45,18 +72,23 @@ struct Manifest {
     vectors: usize,
 }
 
-/// What an export or an import did.
+/// What an export did.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct ShareReport {
     /// The model the shared vectors belong to.
     pub model: String,
     /// Vectors in `refs/code-intel/forest` now.
     pub shared: usize,
-    /// Vectors this import added to the local embedding cache.
-    pub imported: usize,
+    /// Of those, vectors this clone embedded itself.
+    pub own: usize,
+    /// Of those, vectors kept from the shared Forests it could see (this ref's last export and
+    /// the remotes' staged ones).
+    pub kept_from_shared: usize,
+    /// Records of those Forests that failed the checks and were left out.
+    pub refused: usize,
     /// The commit `refs/code-intel/forest` points at.
     pub commit: Option<String>,
-    pub note: Option<String>,
+    pub notes: Vec<String>,
 }
 
 fn hex(fingerprint: &[u8; 32]) -> String {
@@ -85,93 +117,361 @@ fn dequantize(scale: f32, q: &[u8]) -> Vec<f32> {
     v
 }
 
-/// Shared vectors by key: (scale, int8 values).
-type Shared = BTreeMap<Key, (f32, Vec<u8>)>;
-
-/// The shared vectors at `commit`: its manifest and (key -> scale, int8 bytes).
-fn read(repo: &gix::Repository, commit: ObjectId) -> Result<(Manifest, Shared), String> {
-    let tree = repo.find_commit(commit).map_err(git_error)?.tree().map_err(git_error)?;
-    let manifest_blob = tree
-        .find_entry("FOREST")
-        .ok_or("refs/code-intel/forest has no FOREST manifest")?
-        .object()
-        .map_err(git_error)?;
-    let manifest: Manifest = serde_json::from_slice(&manifest_blob.data).map_err(git_error)?;
-    let mut vectors = BTreeMap::new();
-    let Some(shards) = tree.find_entry("vectors") else { return Ok((manifest, vectors)) };
-    let shards = shards.object().map_err(git_error)?.into_tree();
-    let record = 32 + 4 + manifest.dimension;
-    for entry in shards.iter() {
-        let entry = entry.map_err(git_error)?;
-        let blob = repo.find_object(entry.oid()).map_err(git_error)?;
-        let data = &blob.data;
-        if data.len() < 12 || &data[..8] != SHARD_MAGIC {
-            return Err(format!("shard {} is not a vector shard", entry.filename()));
-        }
-        let dim = u32::from_le_bytes([data[8], data[9], data[10], data[11]]) as usize;
-        if dim != manifest.dimension || (data.len() - 12) % record != 0 {
-            return Err(format!("shard {} does not match its manifest", entry.filename()));
-        }
-        for r in data[12..].chunks_exact(record) {
-            let mut key = [0u8; 32];
-            key.copy_from_slice(&r[..32]);
-            let scale = f32::from_le_bytes([r[32], r[33], r[34], r[35]]);
-            vectors.insert(key, (scale, r[36..].to_vec()));
-        }
+/// Whether a record (scale and int8 values, `q.len()` dimensions) is one this crate could have
+/// written from a model's unit vector: a finite scale between what a vector spread evenly over
+/// every dimension and one pointing along a single axis quantize to, a dequantized length
+/// close to 1, and not the same value in every dimension (no embedding is). Says why not.
+pub fn check_record(scale: f32, q: &[u8]) -> Result<(), &'static str> {
+    let dim = q.len() as f32;
+    if !scale.is_finite() || scale <= 0.0 {
+        return Err("its scale is not a positive number");
     }
-    Ok((manifest, vectors))
+    let (low, high) = (0.95 / (127.0 * dim.sqrt()), 1.05 / 127.0);
+    if !(low..=high).contains(&scale) {
+        return Err("its scale is not one a unit vector quantizes to");
+    }
+    let values: Vec<f32> = q.iter().map(|b| f32::from(*b as i8)).collect();
+    let norm = values.iter().map(|x| x * x).sum::<f32>().sqrt() * scale;
+    if !(0.9..=1.1).contains(&norm) {
+        return Err("it is not a unit vector");
+    }
+    let along_ones = values.iter().sum::<f32>().abs() / (dim.sqrt() * norm / scale);
+    if along_ones > 0.9 {
+        return Err("it points the same way in every dimension");
+    }
+    Ok(())
 }
 
-/// Writes the local embedding cache (merged with what the ref already shares for the same
-/// model) to `refs/code-intel/forest`, by compare-and-swap.
-pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
-    let repo = gix::open(root).map_err(git_error)?;
-    let fingerprint = hex(&loaded.fingerprint);
-    let dim = loaded.embedder.dimension;
-    let tip = code_intel_gitstate::log::tip(&repo, FOREST_REF).map_err(git_error)?;
-    let mut records: Shared = BTreeMap::new();
-    let mut note = None;
-    if let Some(tip) = tip {
-        match read(&repo, tip) {
-            Ok((manifest, shared)) if manifest.fingerprint == fingerprint => records = shared,
-            Ok((manifest, _)) => {
-                note = Some(format!(
-                    "refs/code-intel/forest held vectors of another model ({}); they are replaced by this model's",
-                    manifest.model
-                ))
+/// The first 8 bytes of blake3 of a record's scale and values: what tells later whether a
+/// shared Forest still holds the vector a chunk was given.
+fn record_fingerprint(record: &[u8]) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&blake3::hash(record).as_bytes()[..8]);
+    out
+}
+
+/// One shared Forest, checked against the model: its commit and its shards' blobs.
+struct Source {
+    /// The ref it was read from, for notes.
+    name: String,
+    tip: ObjectId,
+    shards: Vec<Option<ObjectId>>,
+}
+
+/// A shard read into memory: its bytes and where each key's record starts.
+struct Shard {
+    data: Vec<u8>,
+    index: HashMap<Key, usize>,
+}
+
+/// The vectors of the shared Forests this clone can see, read on demand and checked.
+pub struct SharedVectors {
+    /// None when there is nothing to read.
+    repo: Option<gix::Repository>,
+    dim: usize,
+    sources: Vec<Source>,
+    shards: HashMap<(ObjectId, u8), Option<Arc<Shard>>>,
+    held: usize,
+    /// Why sources, shards and records were refused (the first few).
+    pub notes: Vec<String>,
+    /// Records refused.
+    pub refused: usize,
+}
+
+/// A vector found in a shared Forest.
+pub struct Found {
+    pub vector: Vec<f32>,
+    pub origin: SharedOrigin,
+}
+
+impl SharedVectors {
+    /// The shared Forests of this model under `root`'s refs: this clone's `refs/code-intel/forest`
+    /// first, then every remote's staged one, except the commits in `exclude` (found poisoned
+    /// before). One that is another model's, unreadable or over its limits is left out with a
+    /// note.
+    pub fn open(root: &Path, model: &[u8; 32], dim: usize, exclude: &[[u8; 20]]) -> SharedVectors {
+        let mut out = SharedVectors::none(dim);
+        let Ok(repo) = gix::open(root) else { return out };
+        let mut refs: Vec<(String, ObjectId)> = Vec::new();
+        if let Ok(Some(tip)) = code_intel_gitstate::log::tip(&repo, FOREST_REF) {
+            refs.push((FOREST_REF.to_owned(), tip));
+        }
+        if let Ok(staged) = shared::FOREST.tracking_tips(&repo) {
+            refs.extend(staged.into_iter().map(|(remote, tip)| (shared::FOREST.tracking(&remote), tip)));
+        }
+        let fingerprint = hex(model);
+        for (name, tip) in refs {
+            if exclude.contains(&oid_bytes(tip)) || out.sources.iter().any(|s| s.tip == tip) {
+                continue;
             }
-            Err(e) => note = Some(format!("refs/code-intel/forest was unreadable ({e}); it is rewritten")),
+            match open_source(&repo, &name, tip, &fingerprint, dim) {
+                Ok(source) => out.sources.push(source),
+                Err(note) => out.note(note),
+            }
+        }
+        out.repo = Some(repo);
+        out
+    }
+
+    /// No shared Forest at all (a rebuild, which recomputes everything it cannot verify).
+    pub fn none(dim: usize) -> SharedVectors {
+        SharedVectors {
+            repo: None,
+            dim,
+            sources: Vec::new(),
+            shards: HashMap::new(),
+            held: 0,
+            notes: Vec::new(),
+            refused: 0,
         }
     }
+
+    /// The commits of the shared Forests in use.
+    pub fn tips(&self) -> Vec<[u8; 20]> {
+        self.sources.iter().map(|s| oid_bytes(s.tip)).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty()
+    }
+
+    /// Stops using the shared Forest at `tip` (it was found poisoned).
+    pub fn drop_source(&mut self, tip: [u8; 20]) {
+        self.sources.retain(|s| oid_bytes(s.tip) != tip);
+    }
+
+    fn note(&mut self, note: String) {
+        tracing::warn!("shared Forest: {note}");
+        if self.notes.len() < MAX_NOTES {
+            self.notes.push(note);
+        }
+    }
+
+    /// The vector for `key` from the first shared Forest that holds a record for it that
+    /// passes the checks.
+    pub fn lookup(&mut self, key: &Key) -> Option<Found> {
+        for i in 0..self.sources.len() {
+            let (tip, name) = (self.sources[i].tip, self.sources[i].name.clone());
+            let Some(shard) = self.shard(i, key[0]) else { continue };
+            let Some(&at) = shard.index.get(key) else { continue };
+            let record = &shard.data[at + 32..at + 36 + self.dim];
+            let scale = f32::from_le_bytes([record[0], record[1], record[2], record[3]]);
+            match check_record(scale, &record[4..]) {
+                Ok(()) => {
+                    return Some(Found {
+                        vector: dequantize(scale, &record[4..]),
+                        origin: SharedOrigin { tip: oid_bytes(tip), record: record_fingerprint(record) },
+                    });
+                }
+                Err(why) => {
+                    self.refused += 1;
+                    let key_hex = blake3::Hash::from_bytes(*key).to_hex();
+                    self.note(format!("{name}: the vector of {} was refused: {why}", &key_hex[..16]));
+                }
+            }
+        }
+        None
+    }
+
+    /// Shard `first` of source `i`, read and indexed on first use (None: it has none, or it
+    /// was refused).
+    fn shard(&mut self, i: usize, first: u8) -> Option<Arc<Shard>> {
+        let source = &self.sources[i];
+        let (tip, blob) = (source.tip, source.shards[usize::from(first)]?);
+        if let Some(cached) = self.shards.get(&(tip, first)) {
+            return cached.clone();
+        }
+        let name = source.name.clone();
+        let repo = self.repo.as_ref()?;
+        let shard = match read_shard(repo, blob, first, self.dim) {
+            Ok((shard, bad)) => {
+                if bad > 0 {
+                    self.refused += bad;
+                    self.note(format!("{name}: shard {first:02x}: {bad} records are not in the shard of their key"));
+                }
+                Some(Arc::new(shard))
+            }
+            Err(note) => {
+                self.note(format!("{name}: shard {first:02x}: {note}"));
+                None
+            }
+        };
+        let size = shard.as_ref().map_or(0, |s| s.data.len());
+        if self.held + size > SHARD_MEMORY {
+            self.shards.clear();
+            self.held = 0;
+        }
+        self.held += size;
+        self.shards.insert((tip, first), shard.clone());
+        shard
+    }
+}
+
+fn oid_bytes(id: ObjectId) -> [u8; 20] {
+    let mut out = [0u8; 20];
+    let bytes = id.as_bytes();
+    let n = bytes.len().min(20);
+    out[..n].copy_from_slice(&bytes[..n]);
+    out
+}
+
+/// The shared Forest at `tip`, when it is this model's and within its limits.
+fn open_source(
+    repo: &gix::Repository,
+    name: &str,
+    tip: ObjectId,
+    fingerprint: &str,
+    dim: usize,
+) -> Result<Source, String> {
+    let root = untrusted::commit(repo, tip)
+        .and_then(|c| untrusted::tree(repo, c.tree, MAX_ROOT_TREE_BYTES))
+        .map_err(|e| format!("{name}: {e}"))?;
+    let manifest_entry = root
+        .iter()
+        .find(|e| e.name == "FOREST" && e.is_blob())
+        .ok_or_else(|| format!("{name} has no FOREST manifest"))?;
+    let manifest_bytes =
+        untrusted::blob(repo, manifest_entry.oid, MAX_MANIFEST_BYTES).map_err(|e| format!("{name}: FOREST: {e}"))?;
+    let manifest: Manifest =
+        serde_json::from_slice(&manifest_bytes).map_err(|e| format!("{name}: FOREST is not a manifest: {e}"))?;
+    if manifest.format != FORMAT {
+        return Err(format!("{name} is in format {}, not {FORMAT}", manifest.format));
+    }
+    if manifest.fingerprint != fingerprint || manifest.dimension != dim {
+        return Err(format!(
+            "{name} holds vectors of another model ({}); they are not used, everything is embedded here",
+            manifest.model.escape_debug()
+        ));
+    }
+    let mut shards = vec![None; 256];
+    let Some(vectors) = root.iter().find(|e| e.name == "vectors") else {
+        return Ok(Source { name: name.into(), tip, shards });
+    };
+    if vectors.kind != EntryKind::Tree {
+        return Err(format!("{name}: vectors is not a directory"));
+    }
+    let entries =
+        untrusted::tree(repo, vectors.oid, MAX_SHARDS_TREE_BYTES).map_err(|e| format!("{name}: vectors: {e}"))?;
+    let mut total = 0u64;
+    for entry in entries {
+        let first =
+            std::str::from_utf8(&entry.name).ok().filter(|n| n.len() == 2).and_then(|n| u8::from_str_radix(n, 16).ok());
+        let (Some(first), true) = (first, entry.is_blob()) else {
+            return Err(format!("{name}: vectors/{} is not a shard", entry.name));
+        };
+        let size = match repo.try_find_header(entry.oid) {
+            Ok(Some(h)) if h.kind() == gix::object::Kind::Blob => h.size(),
+            _ => return Err(format!("{name}: vectors/{first:02x} is missing or not a file")),
+        };
+        total += size;
+        shards[usize::from(first)] = Some(entry.oid);
+    }
+    if total > MAX_SOURCE_BYTES {
+        return Err(format!("{name} holds {total} bytes of vectors, over the limit of {MAX_SOURCE_BYTES}; not used"));
+    }
+    Ok(Source { name: name.into(), tip, shards })
+}
+
+/// A shard blob, size-checked from its header, with its records indexed by key; returns how
+/// many records were not in the shard of their key (left out).
+fn read_shard(repo: &gix::Repository, blob: ObjectId, first: u8, dim: usize) -> Result<(Shard, usize), String> {
+    let data = untrusted::blob(repo, blob, MAX_SHARD_BYTES).map_err(|e| e.to_string())?;
+    if data.len() < 12 || &data[..8] != SHARD_MAGIC {
+        return Err("not a vector shard".into());
+    }
+    let shard_dim = u32::from_le_bytes([data[8], data[9], data[10], data[11]]) as usize;
+    let record = 32 + 4 + dim;
+    if shard_dim != dim || (data.len() - 12) % record != 0 {
+        return Err("its dimension or length does not match the manifest".into());
+    }
+    let mut index = HashMap::with_capacity((data.len() - 12) / record);
+    let mut misplaced = 0;
+    for at in (12..data.len()).step_by(record) {
+        if data[at] != first {
+            misplaced += 1;
+            continue;
+        }
+        let mut key = [0u8; 32];
+        key.copy_from_slice(&data[at..at + 32]);
+        index.entry(key).or_insert(at);
+    }
+    Ok((Shard { data, index }, misplaced))
+}
+
+/// Writes this clone's own vectors (its embedding cache), merged with every record of the
+/// shared Forests it can see (`refs/code-intel/forest` and the remotes' staged ones) that
+/// passes the checks, to `refs/code-intel/forest`, by compare-and-swap. Where both hold a key,
+/// this clone's vector wins: it was embedded here. A shard over [`MAX_SHARD_BYTES`] keeps this
+/// clone's vectors first.
+pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
+    let repo = gix::open(root).map_err(git_error)?;
+    let dim = loaded.embedder.dimension;
+    let record_len = 32 + 4 + dim;
+    let mut shared = SharedVectors::open(root, &loaded.fingerprint, dim, &[]);
+    let mut report = ShareReport { model: loaded.model.clone(), ..ShareReport::default() };
+    // This clone's vectors, by shard.
+    let mut own: Vec<Vec<(Key, Vec<u8>)>> = vec![Vec::new(); 256];
     {
         let cache = loaded.cache.lock().unwrap_or_else(|p| p.into_inner());
         let mut buf = Vec::with_capacity(4 + dim);
         for (key, vector) in cache.iter() {
             buf.clear();
             quantize(vector, &mut buf);
-            let scale = f32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
-            records.insert(*key, (scale, buf[4..].to_vec()));
+            own[usize::from(key[0])].push((*key, buf.clone()));
         }
     }
-    let mut shards: BTreeMap<u8, Vec<u8>> = BTreeMap::new();
-    for (key, (scale, q)) in &records {
-        let shard = shards.entry(key[0]).or_insert_with(|| {
-            let mut s = SHARD_MAGIC.to_vec();
-            s.extend_from_slice(&(dim as u32).to_le_bytes());
-            s
-        });
-        shard.extend_from_slice(key);
-        shard.extend_from_slice(&scale.to_le_bytes());
-        shard.extend_from_slice(q);
-    }
-    let mut entries = Vec::with_capacity(shards.len());
-    for (first, bytes) in &shards {
-        let oid = repo.write_blob(bytes).map_err(git_error)?.detach();
+    let mut entries = Vec::new();
+    for first in 0..=255u8 {
+        let mut records: BTreeMap<Key, Vec<u8>> = BTreeMap::new();
+        let mut bytes = 12usize;
+        for (key, record) in own[usize::from(first)].drain(..) {
+            if bytes + record_len > MAX_SHARD_BYTES as usize {
+                break;
+            }
+            bytes += record_len;
+            report.own += 1;
+            records.insert(key, record);
+        }
+        for i in 0..shared.sources.len() {
+            let Some(shard) = shared.shard(i, first) else { continue };
+            for (key, &at) in &shard.index {
+                if records.contains_key(key) || bytes + record_len > MAX_SHARD_BYTES as usize {
+                    continue;
+                }
+                let record = &shard.data[at + 32..at + record_len];
+                let scale = f32::from_le_bytes([record[0], record[1], record[2], record[3]]);
+                if check_record(scale, &record[4..]).is_err() {
+                    report.refused += 1;
+                    continue;
+                }
+                bytes += record_len;
+                report.kept_from_shared += 1;
+                records.insert(*key, record.to_vec());
+            }
+        }
+        if records.is_empty() {
+            continue;
+        }
+        let mut blob = Vec::with_capacity(bytes);
+        blob.extend_from_slice(SHARD_MAGIC);
+        blob.extend_from_slice(&(dim as u32).to_le_bytes());
+        for (key, record) in &records {
+            blob.extend_from_slice(key);
+            blob.extend_from_slice(record);
+        }
+        report.shared += records.len();
+        let oid = repo.write_blob(&blob).map_err(git_error)?.detach();
         entries.push(Entry { mode: EntryKind::Blob.into(), filename: format!("{first:02x}").into(), oid });
     }
+    report.notes = std::mem::take(&mut shared.notes);
     let vectors_tree = repo.write_object(&gix::objs::Tree { entries }).map_err(git_error)?.detach();
-    let manifest =
-        Manifest { format: FORMAT, model: loaded.model.clone(), fingerprint, dimension: dim, vectors: records.len() };
+    let manifest = Manifest {
+        format: FORMAT,
+        model: loaded.model.clone(),
+        fingerprint: hex(&loaded.fingerprint),
+        dimension: dim,
+        vectors: report.shared,
+    };
     let manifest_blob =
         repo.write_blob(serde_json::to_vec_pretty(&manifest).map_err(git_error)?).map_err(git_error)?.detach();
     let root_tree = gix::objs::Tree {
@@ -181,12 +481,13 @@ pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
         ],
     };
     let tree = repo.write_object(&root_tree).map_err(git_error)?.detach();
+    let tip = code_intel_gitstate::log::tip(&repo, FOREST_REF).map_err(git_error)?;
     let same_tree =
         tip.is_some_and(|t| repo.find_commit(t).ok().and_then(|c| c.tree_id().ok()).is_some_and(|id| id == tree));
     let commit = match tip {
         Some(t) if same_tree => t,
         _ => {
-            let message = format!("forest: {} vectors of {}", records.len(), loaded.model);
+            let message = format!("forest: {} vectors of {}", report.shared, loaded.model);
             let commit = write_commit(&repo, tree, None, &message).map_err(git_error)?;
             let expected = match tip {
                 Some(t) => PreviousValue::MustExistAndMatch(Target::Object(t)),
@@ -197,98 +498,47 @@ pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
             commit
         }
     };
-    remember_imported(root, commit);
-    Ok(ShareReport {
-        model: loaded.model.clone(),
-        shared: records.len(),
-        imported: 0,
-        commit: Some(commit.to_string()),
-        note,
-    })
-}
-
-/// Adds the vectors `refs/code-intel/forest` shares to the local embedding cache, when they are
-/// this model's; another model's are ignored, with a note saying so.
-pub fn import(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
-    let repo = gix::open(root).map_err(git_error)?;
-    let Some(tip) = code_intel_gitstate::log::tip(&repo, FOREST_REF).map_err(git_error)? else {
-        return Ok(ShareReport {
-            model: loaded.model.clone(),
-            note: Some(
-                "there is no shared Forest (refs/code-intel/forest); `git code-intel forest fetch` gets one".into(),
-            ),
-            ..ShareReport::default()
-        });
-    };
-    let (manifest, shared) = read(&repo, tip)?;
-    let mut report = ShareReport {
-        model: manifest.model.clone(),
-        shared: shared.len(),
-        commit: Some(tip.to_string()),
-        ..ShareReport::default()
-    };
-    if manifest.fingerprint != hex(&loaded.fingerprint) || manifest.dimension != loaded.embedder.dimension {
-        report.note = Some(format!(
-            "the shared Forest holds vectors of another model ({}, not {}): ignored; everything is embedded locally",
-            manifest.model, loaded.model
-        ));
-        remember_imported(root, tip);
-        return Ok(report);
-    }
-    let mut cache = loaded.cache.lock().unwrap_or_else(|p| p.into_inner());
-    let before = cache.len();
-    for (key, (scale, q)) in &shared {
-        if cache.get(key).is_none() {
-            cache.insert(*key, &dequantize(*scale, q));
-        }
-    }
-    report.imported = cache.len() - before;
-    cache.save().map_err(git_error)?;
-    drop(cache);
-    remember_imported(root, tip);
+    report.commit = Some(commit.to_string());
     Ok(report)
-}
-
-/// Imports `refs/code-intel/forest` when its tip is not the one last imported or exported here
-/// (it arrived with a plain `git fetch` of shared refs). Cheap otherwise: one ref read.
-pub fn import_if_new(root: &Path, loaded: &Loaded) {
-    let Ok(repo) = gix::open(root) else { return };
-    let Ok(Some(tip)) = code_intel_gitstate::log::tip(&repo, FOREST_REF) else { return };
-    let seen = std::fs::read_to_string(super::forest::forest_dir(root).join(IMPORTED_TIP)).unwrap_or_default();
-    if ObjectId::from_hex(seen.trim().as_bytes()).is_ok_and(|seen| seen == tip) {
-        return;
-    }
-    match import(root, loaded) {
-        Ok(r) => tracing::info!(
-            "shared Forest: {} vectors imported{}",
-            r.imported,
-            r.note.map(|n| format!(" ({n})")).unwrap_or_default()
-        ),
-        Err(e) => tracing::warn!("shared Forest not imported: {e}"),
-    }
-}
-
-fn remember_imported(root: &Path, tip: ObjectId) {
-    let dir = super::forest::forest_dir(root);
-    if code_intel_codebase::derived::ensure_ignored_dir(&dir).is_ok() {
-        let _ = std::fs::write(dir.join(IMPORTED_TIP), tip.to_string());
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn quantized_vectors_keep_their_direction() {
-        let v: Vec<f32> = (0..384).map(|i| ((i * 37 % 101) as f32 - 50.0) / 300.0).collect();
+    fn unit(seed: usize) -> Vec<f32> {
+        let v: Vec<f32> = (0..384).map(|i| (((i + seed) * 37 % 101) as f32 - 50.0) / 300.0).collect();
         let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        let v: Vec<f32> = v.iter().map(|x| x / norm).collect();
+        v.iter().map(|x| x / norm).collect()
+    }
+
+    #[test]
+    fn quantized_vectors_keep_their_direction_and_pass_the_checks() {
+        let v = unit(0);
         let mut buf = Vec::new();
         quantize(&v, &mut buf);
         assert_eq!(buf.len(), 4 + 384);
-        let back = dequantize(f32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]), &buf[4..]);
+        let scale = f32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        assert_eq!(check_record(scale, &buf[4..]), Ok(()));
+        let back = dequantize(scale, &buf[4..]);
         let cosine: f32 = v.iter().zip(&back).map(|(a, b)| a * b).sum();
         assert!(cosine > 0.999, "{cosine}");
+    }
+
+    #[test]
+    fn poisoned_records_are_refused() {
+        let mut good = Vec::new();
+        quantize(&unit(3), &mut good);
+        let scale = f32::from_le_bytes([good[0], good[1], good[2], good[3]]);
+        let q = &good[4..];
+        for bad in [f32::NAN, f32::INFINITY, 0.0, -scale, scale * 100.0, scale / 100.0] {
+            assert!(check_record(bad, q).is_err(), "{bad}");
+        }
+        // Every dimension the same: a unit vector, but no embedding.
+        let uniform = vec![127u8; 384];
+        let uniform_scale = 1.0 / (127.0 * 384f32.sqrt());
+        assert_eq!(check_record(uniform_scale, &uniform), Err("it points the same way in every dimension"));
+        // All zero.
+        assert!(check_record(scale, &[0u8; 384]).is_err());
     }
 }

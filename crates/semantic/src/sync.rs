@@ -14,9 +14,11 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::cache::EmbeddingCache;
+use super::cache::Key;
 use super::chunk::chunk_file;
 use super::embed::Embedder;
 use super::forest::{Forest, StoredChunk, embedding_text, key_of};
+use super::share::{Found, SharedVectors};
 use crate::Error;
 use code_intel_codebase::config::Config;
 use code_intel_codebase::lang::Lang;
@@ -48,6 +50,16 @@ pub struct SyncReport {
     pub elapsed_ms: u64,
     /// The embedding model the Forest is made with (its directory's name).
     pub model: String,
+    /// Chunks whose vectors came from a shared Forest (`refs/code-intel/forest`, or a remote's
+    /// staged one) instead of the model.
+    pub shared_used: usize,
+    /// Of those, vectors checked against the model by embedding their chunk here.
+    pub shared_checked: usize,
+    /// Shared records refused by the checks (not a unit vector, a scale out of range, …).
+    pub shared_refused: usize,
+    /// What happened with the shared Forests: refused sources and records, and any found
+    /// poisoned (their vectors are embedded here instead, and they are never read again).
+    pub shared_notes: Vec<String>,
 }
 
 /// A running sync's progress, readable while it runs.
@@ -91,14 +103,70 @@ pub struct SyncContext<'a> {
     pub config: &'a Config,
     pub forest: &'a RwLock<Forest>,
     pub embedder: &'a Embedder,
+    /// This clone's own vectors: only what its model embedded (never a shared Forest's).
     pub cache: &'a Mutex<EmbeddingCache>,
     pub progress: &'a Progress,
+    /// The model's fingerprint: which shared Forests hold vectors of this model.
+    pub model: [u8; 32],
+    /// Take vectors from the shared Forests (false: a rebuild, which embeds everything this
+    /// clone has not embedded itself).
+    pub use_shared: bool,
 }
 
+/// Shared vectors checked against the model per slice: enough to catch a Forest whose vectors
+/// are wrong wholesale at its first slice, for about 2% more embedding.
+const SHARED_CHECKS_PER_SLICE: usize = 2;
+/// A shared vector this close (cosine) to the model's own is the model's: int8 keeps it above
+/// 0.999.
+const SHARED_AGREEMENT: f32 = 0.98;
+/// Syncs again at most this many times when shared Forests are found poisoned during a sync.
+const MAX_POISON_PASSES: usize = 4;
+
 /// Brings the Forest up to date with the work tree; `on_slice(done, total)` after each slice.
+/// Vectors come from this clone's cache, then from the shared Forests (checked), then from the
+/// model. When a shared Forest is found poisoned on the way, the chunks it gave are resolved
+/// again without it.
 pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncReport, Error> {
     let started = Instant::now();
+    let mut total = SyncReport::default();
+    for pass in 0..MAX_POISON_PASSES {
+        let (report, poisoned) = sync_once(cx, on_slice)?;
+        if pass == 0 {
+            total = report;
+        } else {
+            total.files_changed += report.files_changed;
+            total.chunks_added += report.chunks_added;
+            total.chunks_removed += report.chunks_removed;
+            total.embedded += report.embedded;
+            total.cache_hits += report.cache_hits;
+            total.shared_used += report.shared_used;
+            total.shared_checked += report.shared_checked;
+            total.shared_refused += report.shared_refused;
+            total.shared_notes.extend(report.shared_notes);
+            total.files = report.files;
+            total.chunks = report.chunks;
+        }
+        if !poisoned {
+            break;
+        }
+    }
+    total.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(total)
+}
+
+/// One sync; also says whether a shared Forest was found poisoned (then the chunks it gave
+/// are marked for the next pass).
+fn sync_once(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<(SyncReport, bool), Error> {
+    let started = Instant::now();
     let mut report = SyncReport::default();
+    let dim = cx.embedder.dimension;
+    let mut shared = if cx.use_shared {
+        let distrusted = cx.forest.read().unwrap_or_else(|p| p.into_inner()).distrusted.clone();
+        SharedVectors::open(cx.repo.root(), &cx.model, dim, &distrusted)
+    } else {
+        SharedVectors::none(dim)
+    };
+    settle_shared(cx, &mut shared);
     let walked = walk::walk(cx.repo, cx.config, cx.repo.root(), &WalkOptions::default())
         .map_err(|e| Error::Walk(e.to_string()))?;
     let sources = cx.config.source_prefixes(cx.repo.root());
@@ -140,7 +208,7 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
             let syntax = lang.map(|l| (l, code_intel_codebase::syntax::extract(l, &bytes)));
             let chunks = chunk_file(&f.rel, &source, syntax.as_ref().map(|(l, s)| (*l, s)), max_tokens)
                 .into_iter()
-                .map(|chunk| StoredChunk { key: key_of(&chunk), chunk })
+                .map(|chunk| StoredChunk { key: key_of(&chunk), chunk, shared: None })
                 .collect();
             Scan::Changed(Changed { rel: f.rel.clone(), stat: (bytes.len() as u64, f.mtime_ns, hash), chunks })
         })
@@ -182,6 +250,7 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
     // Slices of whole files, about SLICE_CHUNKS chunks each.
     let mut done = 0;
     let mut stopped = false;
+    let mut poisoned: Vec<[u8; 20]> = Vec::new();
     let mut slice: Vec<Changed> = Vec::new();
     let mut slice_chunks = 0;
     let mut pending = changed.into_iter().peekable();
@@ -189,7 +258,7 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
         slice_chunks += c.chunks.len();
         slice.push(c);
         if slice_chunks >= SLICE_CHUNKS || pending.peek().is_none() {
-            let Some(n) = apply_slice(cx, std::mem::take(&mut slice), &mut report)? else {
+            let Some(n) = apply_slice(cx, std::mem::take(&mut slice), &mut report, &mut shared, &mut poisoned)? else {
                 stopped = true;
                 break;
             };
@@ -210,6 +279,21 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
     if !stopped {
         forest.synced_at = chrono::Utc::now().timestamp();
     }
+    // What a poisoned Forest gave before it was caught is resolved again by the next pass.
+    for tip in &poisoned {
+        if !forest.distrusted.contains(tip) {
+            forest.distrusted.push(*tip);
+        }
+    }
+    if !poisoned.is_empty() {
+        for (file, _, origin) in forest.shared_chunks() {
+            if poisoned.contains(&origin.tip) {
+                forest.forget_file(&file);
+            }
+        }
+    }
+    report.shared_refused += shared.refused;
+    report.shared_notes.append(&mut shared.notes);
     report.files = forest.files.len();
     report.chunks = forest.chunk_count();
     let mut cache = cx.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -224,13 +308,43 @@ pub fn sync(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<SyncRep
         tracing::warn!("could not save the Forest: {e}");
     }
     report.elapsed_ms = started.elapsed().as_millis() as u64;
-    Ok(report)
+    Ok((report, !poisoned.is_empty()))
 }
 
-/// Embeds what the cache does not hold for `slice`, then swaps its files into the Forest.
-/// Returns None, with nothing applied, when asked to stop between two batches; the vectors
-/// embedded so far stay in the cache, so the next sync does not embed them again.
-fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -> Result<Option<usize>, Error> {
+/// Before a sync: the chunks whose vectors came from shared Forests that are no longer in use
+/// (a fetch moved them on, they were found poisoned, or a rebuild reads none) keep their vector
+/// when a Forest in use still holds the very same record, and are resolved again otherwise.
+fn settle_shared(cx: &SyncContext, shared: &mut SharedVectors) {
+    let mut forest = cx.forest.write().unwrap_or_else(|p| p.into_inner());
+    let tips = shared.tips();
+    if forest.shared_tips == tips {
+        return;
+    }
+    for (file, key, origin) in forest.shared_chunks() {
+        if tips.contains(&origin.tip) {
+            continue;
+        }
+        match shared.lookup(&key) {
+            Some(found) if found.origin.record == origin.record => {
+                forest.retag_shared(&file, &key, origin, found.origin)
+            }
+            _ => forest.forget_file(&file),
+        }
+    }
+    forest.shared_tips = tips;
+}
+
+/// Embeds what neither the cache nor a shared Forest holds for `slice`, then swaps its files
+/// into the Forest. Returns None, with nothing applied, when asked to stop between two
+/// batches; the vectors embedded so far stay in the cache, so the next sync does not embed them
+/// again. A shared vector that the model disagrees with marks its Forest `poisoned`.
+fn apply_slice(
+    cx: &SyncContext,
+    mut slice: Vec<Changed>,
+    report: &mut SyncReport,
+    shared: &mut SharedVectors,
+    poisoned: &mut Vec<[u8; 20]>,
+) -> Result<Option<usize>, Error> {
     let dim = cx.embedder.dimension;
     let mut missing: Vec<(usize, usize)> = Vec::new(); // (file in slice, chunk in file)
     {
@@ -243,13 +357,32 @@ fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -
             }
         }
     }
-    // Identical chunk texts in one slice are embedded once.
+    // Identical chunk texts in one slice are resolved once.
     let mut unique: Vec<(usize, usize)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for &(fi, ci) in &missing {
         if seen.insert(slice[fi].chunks[ci].key) {
             unique.push((fi, ci));
         }
+    }
+    // Then the shared Forests, spot-checked against the model.
+    let mut from_shared: std::collections::HashMap<Key, Found> = std::collections::HashMap::new();
+    if !shared.is_empty() {
+        for &(fi, ci) in &unique {
+            let key = slice[fi].chunks[ci].key;
+            if let Some(found) = shared.lookup(&key) {
+                from_shared.insert(key, found);
+            }
+        }
+        check_shared(cx, &slice, &unique, &mut from_shared, shared, poisoned, report)?;
+    }
+    // What is left to embed: neither shared nor embedded by the spot checks just now.
+    {
+        let cache = cx.cache.lock().unwrap_or_else(|p| p.into_inner());
+        unique.retain(|&(fi, ci)| {
+            let key = &slice[fi].chunks[ci].key;
+            !from_shared.contains_key(key) && cache.get(key).is_none()
+        });
     }
     if !unique.is_empty() {
         // Similar lengths share a batch, so batches are padded less.
@@ -268,6 +401,12 @@ fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -
             report.embedded += batch.len();
         }
     }
+    for c in &mut slice {
+        for sc in &mut c.chunks {
+            sc.shared = from_shared.get(&sc.key).map(|f| f.origin);
+        }
+    }
+    report.shared_used += slice.iter().flat_map(|c| &c.chunks).filter(|c| c.shared.is_some()).count();
     let total: usize = slice.iter().map(|c| c.chunks.len()).sum();
     report.cache_hits += total - missing.len();
 
@@ -276,9 +415,10 @@ fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -
     for c in slice {
         let mut flat = Vec::with_capacity(c.chunks.len() * dim);
         for sc in &c.chunks {
-            match cache.get(&sc.key) {
-                Some(v) => flat.extend_from_slice(v),
-                None => {
+            match (cache.get(&sc.key), from_shared.get(&sc.key)) {
+                (Some(v), _) => flat.extend_from_slice(v),
+                (None, Some(found)) => flat.extend_from_slice(&found.vector),
+                (None, None) => {
                     return Err(Error::Embedding("a vector went missing from the cache".into()));
                 }
             }
@@ -293,4 +433,57 @@ fn apply_slice(cx: &SyncContext, slice: Vec<Changed>, report: &mut SyncReport) -
         report.chunks_added += added;
     }
     Ok(Some(total))
+}
+
+/// Embeds a few of the slice's shared vectors' chunks here and compares: a Forest whose vector
+/// the model disagrees with is poisoned (wrong vectors, a swap, another model under this one's
+/// name). Its vectors are dropped from `from_shared` (embedded instead) and it is not read again.
+/// A vector that agrees is replaced by the model's own, which goes into the cache.
+fn check_shared(
+    cx: &SyncContext,
+    slice: &[Changed],
+    unique: &[(usize, usize)],
+    from_shared: &mut std::collections::HashMap<Key, Found>,
+    shared: &mut SharedVectors,
+    poisoned: &mut Vec<[u8; 20]>,
+    report: &mut SyncReport,
+) -> Result<(), Error> {
+    let candidates: Vec<(usize, usize)> =
+        unique.iter().copied().filter(|&(fi, ci)| from_shared.contains_key(&slice[fi].chunks[ci].key)).collect();
+    let mut picked: Vec<(usize, usize)> = Vec::new();
+    let mut rng = fastrand::Rng::new();
+    while picked.len() < SHARED_CHECKS_PER_SLICE.min(candidates.len()) {
+        let pick = candidates[rng.usize(..candidates.len())];
+        if !picked.contains(&pick) {
+            picked.push(pick);
+        }
+    }
+    if picked.is_empty() {
+        return Ok(());
+    }
+    let texts: Vec<String> = picked.iter().map(|&(fi, ci)| embedding_text(&slice[fi].chunks[ci].chunk)).collect();
+    let vectors = cx.embedder.embed(&texts)?;
+    report.shared_checked += picked.len();
+    report.embedded += picked.len();
+    for (&(fi, ci), own) in picked.iter().zip(&vectors) {
+        let key = slice[fi].chunks[ci].key;
+        let Some(found) = from_shared.get(&key) else { continue };
+        let cosine: f32 = own.iter().zip(&found.vector).map(|(a, b)| a * b).sum();
+        let tip = found.origin.tip;
+        if cosine < SHARED_AGREEMENT {
+            let note = format!(
+                "the shared Forest at commit {} gave a vector the model disagrees with (cosine {cosine:.3} for {}); its vectors are embedded here instead, and it is not read again",
+                tip.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+                slice[fi].chunks[ci].chunk.id
+            );
+            tracing::warn!("{note}");
+            report.shared_notes.push(note);
+            poisoned.push(tip);
+            shared.drop_source(tip);
+            from_shared.retain(|_, f| f.origin.tip != tip);
+        }
+        cx.cache.lock().unwrap_or_else(|p| p.into_inner()).insert(key, own);
+        from_shared.remove(&key);
+    }
+    Ok(())
 }

@@ -73,6 +73,40 @@ pub fn git(root: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The `seal` this clone (the repository at `root`) puts beside a checkpoint of `content`, so a
+/// test can stand in for an earlier version or a corrupted store that this clone still wrote.
+pub fn checkpoint_seal(root: &Path, content: &[u8]) -> String {
+    let key = code_intel_gitstate::seal::CloneKey::load_or_create(&root.join(".git")).unwrap();
+    key.seal(git_code_intel::session::store::CHECKPOINT_SEAL, content)
+}
+
+/// Points the session `id` of the work tree at `root` at a checkpoint commit of `content`,
+/// sealed by this clone when `sealed` (else as another clone's, or a hand edit, would be).
+pub fn write_checkpoint(root: &Path, id: &str, content: &str, sealed: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("checkpoint.json");
+    std::fs::write(&file, content).unwrap();
+    let blob = git(root, &["hash-object", "-w", file.to_str().unwrap()]);
+    let mut listing = format!("100644 blob {blob}\tcheckpoint.json\n");
+    if sealed {
+        let seal_file = dir.path().join("seal");
+        std::fs::write(&seal_file, checkpoint_seal(root, content.as_bytes())).unwrap();
+        let seal = git(root, &["hash-object", "-w", seal_file.to_str().unwrap()]);
+        listing.push_str(&format!("100644 blob {seal}\tseal\n"));
+    }
+    std::fs::write(dir.path().join("tree"), &listing).unwrap();
+    let tree = Command::new("git")
+        .args(["mktree"])
+        .current_dir(root)
+        .stdin(std::fs::File::open(dir.path().join("tree")).unwrap())
+        .output()
+        .unwrap();
+    assert!(tree.status.success());
+    let tree = String::from_utf8_lossy(&tree.stdout).trim().to_owned();
+    let commit = git(root, &["commit-tree", &tree, "-m", "tampered"]);
+    git(root, &["update-ref", &format!("refs/worktree/code-intel/sessions/{id}"), &commit]);
+}
+
 /// Runs the binary with `args` in `root`, `stdin` on its standard input; returns (exit code,
 /// stdout, stderr).
 pub fn run_cli(root: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {

@@ -180,6 +180,7 @@ catalogue! {
     NO_ACTIVE_SESSION = ["session_messages", "no_active_session"] () State;
     NO_ACTIVE_SESSION_SHORT = ["session_messages", "no_active_session_short"] () Note;
     CHECKPOINT_RESTORE_FAILED = ["session_messages", "checkpoint_restore_failed"] () Failure;
+    CHECKPOINT_NOT_OURS = ["session_messages", "checkpoint_not_ours"] ("ref") State;
     INVALID_DATA = ["session_messages", "invalid_data"] ("error") Shape;
     SESSION_COMPLETE = ["session_messages", "session_complete"] () Note;
     SESSION_ACTIVE = ["session_messages", "session_active"] ("session_id") State;
@@ -205,6 +206,10 @@ catalogue! {
     INDEX_FAST_PATH = ["warnings", "index_fast_path"] ("parsed", "files", "by") Note;
     INDEX_FAST_PATH_CLI = ["warnings", "index_fast_path_cli"] ("parsed", "files", "by") Note;
     MAP_ANSWERS = ["warnings", "map_answers"] () Note;
+    MAP_SHARED_HITS = ["warnings", "map_shared_hits"] ("remotes") Note;
+    MAP_SHARED_NOT_TRUSTED = ["warnings", "map_shared_not_trusted"] ("score", "remote") Note;
+    MAP_ENTRIES_SKIPPED = ["warnings", "map_entries_skipped"] ("count", "entries") Note;
+    MAP_ENTRIES_NOT_SEARCHED = ["warnings", "map_entries_not_searched"] ("count", "limit") Note;
     FOREST_SYNCING = ["warnings", "forest_syncing"] ("done", "total") Note;
     FOREST_SYNCING_SCANNING = ["warnings", "forest_syncing_scanning"] () Note;
     FOREST_SYNC_FAILED = ["warnings", "forest_sync_failed"] ("error") Note;
