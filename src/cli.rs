@@ -407,20 +407,33 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         }
         Command::Outcome(params) => emit(tools::semantic::record_outcome(ws, params), json),
         Command::Map(MapCommand::List) => {
-            let entries = MapStore::open(ws.repo.root()).and_then(|m| m.entries()).map(|(_, e)| e);
-            match entries {
-                Ok(entries) if json => emit::<Vec<MapEntry>>(Ok(entries), true),
-                Ok(entries) => {
-                    if entries.is_empty() {
+            let read = MapStore::open(ws.repo.root()).and_then(|m| m.read());
+            match read {
+                Ok(read) if json => {
+                    let mut entries: Vec<MapListed> = read
+                        .entries
+                        .into_iter()
+                        .map(|s| MapListed { source: origin_text(&s.origin), entry: s.entry })
+                        .collect();
+                    entries.sort_by(|a, b| a.entry.id.cmp(&b.entry.id));
+                    emit::<Vec<MapListed>>(Ok(entries), true)
+                }
+                Ok(read) => {
+                    if read.entries.is_empty() {
                         println!("The Map is empty (record a success with `git code-intel outcome success`).");
                     }
-                    for e in &entries {
+                    for s in &read.entries {
+                        let e = &s.entry;
                         println!("{}  {}", e.id, e.query.split_whitespace().collect::<Vec<_>>().join(" "));
+                        println!("    from     {}", origin_text(&s.origin));
                         if !e.target_feature.is_empty() {
                             println!("    target   {}", e.target_feature);
                         }
                         println!("    symbols  {}", e.symbols.join(", "));
                         println!("    files    {}", e.files.join(", "));
+                    }
+                    for note in &read.skipped {
+                        eprintln!("left out: {note}");
                     }
                     0
                 }
@@ -469,6 +482,23 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             emit(tools::impact::analyze_impact(ws, params), json)
         }
         Command::Query(params) => emit(tools::query::query(ws, params), json),
+    }
+}
+
+/// A Map entry as `map list --json` shows it: the entry and where it came from.
+#[derive(Serialize)]
+struct MapListed {
+    #[serde(flatten)]
+    entry: MapEntry,
+    /// `local`, or `shared from <remote>`.
+    source: String,
+}
+
+fn origin_text(origin: &code_intel_semantic::map::Origin) -> String {
+    match origin {
+        code_intel_semantic::map::Origin::Local => "local".into(),
+        code_intel_semantic::map::Origin::Shared { remote: Some(r), .. } => format!("shared from {r}"),
+        code_intel_semantic::map::Origin::Shared { remote: None, .. } => "shared".into(),
     }
 }
 

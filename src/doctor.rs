@@ -43,7 +43,22 @@ pub fn checks(root: &Path) -> Vec<Check> {
     let mut out = vec![program_on_path()];
     out.extend(claude_code(root));
     out.extend(codex(root));
+    out.extend(sharing(root));
     out
+}
+
+/// Refspecs an earlier `init --share` set: a fetch that writes a remote's refs straight over
+/// this clone's (sessions included) and a push of everything. Reported only when present.
+fn sharing(root: &Path) -> Option<Check> {
+    let legacy = init::legacy_share_refspecs(root);
+    (!legacy.is_empty()).then(|| {
+        check(
+            "both",
+            format!("the shared refs' refspecs ({} set by an earlier `init --share`)", legacy.join("; ")),
+            false,
+            "run `git code-intel init --share`: it replaces them with refspecs that stage a remote's shared refs for checking instead of writing over this clone's",
+        )
+    })
 }
 
 fn check(client: &'static str, what: impl Into<String>, ok: bool, fix: impl Into<String>) -> Check {

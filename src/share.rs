@@ -183,7 +183,11 @@ pub fn push(ws: &Workspace, remote: &str, scope: Scope) -> Result<PushReport, St
             return Ok(report);
         }
         let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        let lost_race = said.contains("[rejected]") || said.contains("stale info") || said.contains("fetch first");
+        // A teammate's push got there first: refused as not a fast-forward, a stale lease, or
+        // (pushing at the same moment) a ref the remote had locked.
+        let lost_race = ["rejected", "stale info", "fetch first", "cannot lock ref", "failed to lock"]
+            .iter()
+            .any(|sign| said.contains(sign));
         if !lost_race || attempt + 1 == PUSH_ATTEMPTS {
             return Err(failed(&args, &out));
         }

@@ -21,5 +21,6 @@ mod precommit;
 mod retrieval_quality;
 mod schema_agent;
 mod semantic;
+mod team;
 mod tool_fuzz;
 mod transcript;

@@ -4,6 +4,7 @@
 
 use crate::common::git;
 
+use crate::common::flows::{explore, front, gates_no};
 use crate::common::mcp_client::{Client, call, connect, err, ok, structured, submit};
 
 use std::path::Path;
@@ -28,39 +29,6 @@ async fn start(client: &Client, intent: &str, extra: Value) -> Value {
         a.extend(e.clone());
     }
     ok(client, "start_session", args).await
-}
-
-async fn explore(client: &Client) -> Value {
-    ok(client, "find_definitions", json!({"symbol": "login"})).await;
-    ok(client, "search_text", json!({"pattern": "validate_token"})).await;
-    submit(
-        client,
-        json!({
-            "explored_files": ["src/auth.py"], "findings": ["login at src/auth.py"],
-            "tools_used": ["find_definitions", "search_text"], "summary": "login and Session found in src/auth.py"
-        }),
-    )
-    .await
-}
-
-async fn gates_no(client: &Client) -> Value {
-    submit(client, json!({"needs_more_information": false, "reason": "exploration found the code", "tools_used": [], "summary": "q1"})).await;
-    submit(client, json!({"has_unverified_hypotheses": false, "reason": "nothing left unverified", "tools_used": [], "summary": "q2"})).await;
-    submit(
-        client,
-        json!({"needs_impact_analysis": false, "reason": "single function changes", "tools_used": [], "summary": "q3"}),
-    )
-    .await
-}
-
-async fn front(client: &Client) {
-    submit(client, json!({"documents_reviewed": ["docs/auth.md"], "tools_used": [], "summary": "docs read"})).await;
-    submit(
-        client,
-        json!({"action_type": "modify", "target_symbols": ["login"], "scope": "src/auth.py", "constraints": "",
-                          "tools_used": [], "summary": "frame"}),
-    )
-    .await;
 }
 
 /// Every ref of ours: the work tree's sessions and the shared ones.

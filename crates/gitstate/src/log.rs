@@ -24,7 +24,7 @@ use crate::shared::SharedRef;
 use crate::untrusted;
 use crate::{Error, git};
 
-pub const OUTCOME_LOG: &str = "refs/code-intel/logs/outcomes";
+pub const OUTCOME_LOG: &str = crate::shared::OUTCOMES.local;
 pub const DECISION_LOG: &str = "refs/code-intel/logs/decisions";
 const RECORD_FILE: &str = "record.json";
 /// The file beside a record that holds this clone's seal of it ([`crate::seal`]).

@@ -31,7 +31,7 @@ pub struct SharedRef {
 
 pub const MAP: SharedRef = SharedRef { local: "refs/code-intel/map", short: "map" };
 pub const HISTORY: SharedRef = SharedRef { local: "refs/code-intel/history", short: "history" };
-pub const OUTCOMES: SharedRef = SharedRef { local: crate::log::OUTCOME_LOG, short: "logs/outcomes" };
+pub const OUTCOMES: SharedRef = SharedRef { local: "refs/code-intel/logs/outcomes", short: "logs/outcomes" };
 pub const FOREST: SharedRef = SharedRef { local: "refs/code-intel/forest", short: "forest" };
 pub const NOTES: SharedRef = SharedRef { local: crate::NOTES_REF, short: "notes" };
 

@@ -3,6 +3,7 @@
 
 #[path = "../../../crates/workflow/tests/harness/mod.rs"]
 pub mod engine_harness;
+pub mod flows;
 pub mod mcp_client;
 pub mod schema_gen;
 
