@@ -11,15 +11,18 @@
 //! - the byte count of tools/list, the part the model sees and the whole;
 //! - process spawn to the MCP `initialize` reply;
 //! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]);
-//! - peak RSS on input built to exhaust memory ([`memory`]).
+//! - peak RSS on input built to exhaust memory ([`memory`]);
+//! - what a hostile remote costs `share pull` and the first search ([`hostile`]).
 //!
-//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`, `lookups`,
-//! `codanna`, `tools`) runs only that part.
+//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`, `hostile`,
+//! `lookups`, `codanna`, `tools`) runs only that part.
 // A benchmark reports on stdout.
 #![allow(clippy::print_stdout)]
 
 #[path = "codanna.rs"]
 mod codanna;
+#[path = "hostile.rs"]
+mod hostile;
 #[path = "memory.rs"]
 mod memory;
 #[path = "scale.rs"]
@@ -70,7 +73,11 @@ fn main() {
     let bin = PathBuf::from(args.get(1).cloned().unwrap_or_else(|| "target/release/git-code-intel".into()));
     let corpus = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "/tmp/code-intel-bench-corpus".into()));
     assert!(bin.exists(), "binary {} missing", bin.display());
-    assert!(corpus.is_dir() || args.get(3).is_some_and(|a| a == "memory"), "corpus {} missing", corpus.display());
+    assert!(
+        corpus.is_dir() || args.get(3).is_some_and(|a| a == "memory" || a == "hostile" || a == "hostile-fill"),
+        "corpus {} missing",
+        corpus.display()
+    );
     let out = std::env::temp_dir().join("code-intel-bench-out");
     std::fs::create_dir_all(&out).unwrap();
 
@@ -81,6 +88,8 @@ fn main() {
         Some("memory") => return memory::run(&bin),
         Some("scale") => return scale::run(&bin, &corpus),
         Some("share") => return scale::shared_forest(&bin, &corpus),
+        Some("hostile") => return hostile::run(&bin),
+        Some("hostile-fill") => return hostile::fill(&corpus, Path::new(&args[4])),
         Some("lookups") => return warm_lookups(&corpus),
         Some("codanna") => return codanna::run(&bin, &corpus),
         Some("tools") => return tool_list_bytes(),
@@ -161,6 +170,7 @@ fn main() {
 
     semantic::run(&corpus);
     scale::shared_forest(&bin, &corpus);
+    hostile::run(&bin);
 
     memory::run(&bin);
 }

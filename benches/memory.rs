@@ -109,7 +109,7 @@ fn report(what: &str, peak_mb: f64) {
 }
 
 /// The project fixture, committed on `main`.
-fn project(root: &Path) -> PathBuf {
+pub fn project(root: &Path) -> PathBuf {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/project");
     copy(&fixture, root);
     commit_all(root);
@@ -151,7 +151,7 @@ fn write_big(path: &Path, size: usize) {
 }
 
 /// Waits for `child` and returns its peak RSS in MB.
-fn peak_of(child: Child) -> f64 {
+pub fn peak_of(child: Child) -> f64 {
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.

@@ -17,7 +17,7 @@ use gix::refs::transaction::PreviousValue;
 use gix::refs::{FullName, Target};
 use gix::{ObjectId, ThreadSafeRepository};
 
-use code_intel_gitstate::refs::{apply, delete, update, write_commit};
+use code_intel_gitstate::refs::{apply, delete, expecting, update, write_commit};
 use code_intel_gitstate::seal::CloneKey;
 use code_intel_workflow::engine::state::Checkpoint;
 
@@ -227,10 +227,7 @@ impl SessionStore {
             }
             let tip = code_intel_gitstate::log::tip(&repo, HISTORY_REF)?;
             let commit = write_commit(&repo, tree, tip, &message)?;
-            let expected_tip = match tip {
-                Some(t) => PreviousValue::MustExistAndMatch(Target::Object(t)),
-                None => PreviousValue::MustNotExist,
-            };
+            let expected_tip = expecting(tip);
             let edits = vec![
                 update(HISTORY_REF, expected_tip, Target::Object(commit), &message)?,
                 delete(&session_name, PreviousValue::MustExistAndMatch(Target::Object(previous)))?,

@@ -22,6 +22,8 @@ pub const MAP_SHORTCUT: f32 = 0.7;
 const MAX_RESULTS: usize = 50;
 /// How many finished sessions `record_outcome` looks back over for this clone's last one.
 const HISTORY_LOOKBACK: usize = 200;
+/// How much of a search's answer the notes on left-out Map entries may take.
+const MAX_SKIPPED_NOTES_BYTES: usize = 2_000;
 /// Map hits kept next to Forest hits when the Map did not answer.
 const MAP_HITS_WITH_FOREST: usize = 3;
 
@@ -266,12 +268,32 @@ fn hit_out(ws: &Workspace, hit: MapHit) -> MapHitOut {
 fn map_notes(ws: &Workspace, found: &MapSearch) -> Vec<String> {
     let mut notes = Vec::new();
     if found.skipped_count > 0 {
-        let mut entries = found.skipped.join("; ");
-        if found.skipped_count > found.skipped.len() {
-            entries.push_str(&format!("; and {} more", found.skipped_count - found.skipped.len()));
+        // Each note quotes at most a short piece of what another clone wrote; the list as a
+        // whole is cut too, so a Map built to flood the answer cannot.
+        let mut entries = String::new();
+        let mut listed = 0;
+        for note in &found.skipped {
+            if entries.len() + note.len() > MAX_SKIPPED_NOTES_BYTES {
+                break;
+            }
+            if listed > 0 {
+                entries.push_str("; ");
+            }
+            entries.push_str(note);
+            listed += 1;
+        }
+        if found.skipped_count > listed {
+            entries.push_str(&format!(
+                "; and {} more (`git code-intel map list` names them)",
+                found.skipped_count - listed
+            ));
         }
         let count = found.skipped_count.to_string();
         notes.push(ws.contract.message(&msg::MAP_ENTRIES_SKIPPED, &[("count", &count), ("entries", &entries)]));
+    }
+    if found.pending > 0 {
+        let (pending, searched) = (found.pending.to_string(), found.searched.to_string());
+        notes.push(ws.contract.message(&msg::MAP_ENTRIES_EMBEDDING, &[("pending", &pending), ("searched", &searched)]));
     }
     if found.not_searched > 0 {
         let (count, limit) = (found.not_searched.to_string(), MAX_MAP_SEARCHED.to_string());

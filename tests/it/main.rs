@@ -10,6 +10,8 @@ mod contract_messages;
 mod crash;
 mod embeddings;
 mod hardening;
+mod hostile_remote;
+mod import_fuzz;
 mod init;
 mod languages;
 mod manual;

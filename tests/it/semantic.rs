@@ -10,7 +10,7 @@ use crate::common::mcp_client::{BIN, Client, connect, connect_with_env, err, ok,
 use code_intel_semantic::embed::{DEFAULT_MODEL, FP32_MODEL, default_model_dir};
 use serde_json::{Value, json};
 
-const BILLING: &str = r#""""Invoices."""
+pub(crate) const BILLING: &str = r#""""Invoices."""
 
 
 def invoice_total(lines, tax_rate):
@@ -24,7 +24,7 @@ def apply_discount(total, percent):
     return total * (100 - percent) / 100
 "#;
 
-const MAILER: &str = r#""""Outgoing mail."""
+pub(crate) const MAILER: &str = r#""""Outgoing mail."""
 import smtplib
 
 
@@ -34,7 +34,7 @@ def send_welcome_email(address, name):
         smtp.sendmail("noreply@example.com", [address], f"Welcome, {name}!")
 "#;
 
-const GEOMETRY: &str = r#"//! Shapes.
+pub(crate) const GEOMETRY: &str = r#"//! Shapes.
 
 pub struct Circle {
     pub radius: f64,

@@ -13,13 +13,12 @@
 //! (OutcomeLog: what the user said about a session's result), both shared, and
 //! `refs/code-intel/logs/decisions` (DecisionLog: each `query` tool plan), this clone's only.
 
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{HashSet, VecDeque};
 
 use gix::ObjectId;
 use gix::refs::Target;
-use gix::refs::transaction::PreviousValue;
 
-use crate::refs::{apply, update, write_commit, write_commit_with};
+use crate::refs::{apply, expecting, update, write_commit, write_commit_with};
 use crate::shared::SharedRef;
 use crate::untrusted;
 use crate::{Error, git};
@@ -75,10 +74,7 @@ fn append_tree(repo: &gix::Repository, log_ref: &str, tree: ObjectId, message: &
     for _ in 0..20 {
         let parent = tip(repo, log_ref)?;
         let commit = write_commit(repo, tree, parent, message)?;
-        let expected = match parent {
-            Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
-            None => PreviousValue::MustNotExist,
-        };
+        let expected = expecting(parent);
         match apply(repo, vec![update(log_ref, expected, Target::Object(commit), message)?]) {
             Ok(()) => return Ok(commit),
             Err(Error::Locked(lock)) => return Err(Error::Locked(lock)),
@@ -121,26 +117,22 @@ pub struct Records {
     pub skipped: Vec<String>,
 }
 
-/// The newest `limit` records of the log (`file`: the record's file name), newest commit first,
-/// across every merged history; commits that hold no record (merges) are passed over. At most
-/// `8 × limit + 64` commits are looked at, so a history made deep or wide on purpose costs no
-/// more than that.
+/// The newest `limit` records of the log (`file`: the record's file name), nearest the tip
+/// first, across every merged history; commits that hold no record (merges) are passed over.
+///
+/// The walk is breadth first, first parents before the others: it never orders by the dates in
+/// the commits, which another clone writes as it likes (a chain dated in the future would
+/// otherwise come first and use up the walk). This clone's own records are on its first-parent
+/// line (appends go on its tip; a merge keeps its tip as the first parent), so they are reached
+/// however long a merged history is. At most `8 × limit + 64` commits are looked at.
 pub fn records(repo: &gix::Repository, log_ref: &str, file: &str, limit: usize) -> Result<Records, Error> {
     let mut out = Records::default();
     let Some(start) = tip(repo, log_ref)? else { return Ok(out) };
     let budget = limit.saturating_mul(8).saturating_add(64);
-    let mut heap: BinaryHeap<(i64, ObjectId)> = BinaryHeap::new();
-    let mut queued: HashSet<ObjectId> = HashSet::new();
+    let mut queue: VecDeque<ObjectId> = VecDeque::from([start]);
+    let mut queued: HashSet<ObjectId> = HashSet::from([start]);
     let mut looked_at = 0usize;
-    match untrusted::commit(repo, start) {
-        Ok(c) => heap.push((c.time, start)),
-        Err(e) => {
-            out.skipped.push(format!("{log_ref}: {e}"));
-            return Ok(out);
-        }
-    }
-    queued.insert(start);
-    while let Some((_, id)) = heap.pop() {
+    while let Some(id) = queue.pop_front() {
         if out.records.len() >= limit || looked_at >= budget {
             break;
         }
@@ -154,9 +146,7 @@ pub fn records(repo: &gix::Repository, log_ref: &str, file: &str, limit: usize) 
         };
         for parent in &commit.parents {
             if queued.insert(*parent) {
-                // A parent that cannot be read is reported when it is popped.
-                let time = untrusted::commit(repo, *parent).map_or(i64::MIN, |c| c.time);
-                heap.push((time, *parent));
+                queue.push_back(*parent);
             }
         }
         match read_record(repo, id, commit.tree, file) {
@@ -213,9 +203,12 @@ pub fn merge_staged(repo: &gix::Repository, log: &SharedRef) -> Result<Vec<Strin
     let mut notes = Vec::new();
     for staged in log.unmerged(repo)? {
         let tracking = log.tracking(&staged.remote);
-        let usable = match untrusted::commit(repo, staged.tip) {
-            Ok(_) => true,
-            Err(e) => {
+        let usable = match untrusted::commit(repo, staged.tip)
+            .map(|c| untrusted::complete_tree(repo, c.tree, MAX_RECORD_TREE_BYTES))
+        {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) | Err(e) => {
+                // Made a parent, it would make this clone's log one that cannot be pushed.
                 notes.push(format!("{tracking} was not merged: {e}"));
                 false
             }
@@ -242,10 +235,7 @@ pub fn merge_staged(repo: &gix::Repository, log: &SharedRef) -> Result<Vec<Strin
             if next != local
                 && let Some(next) = next
             {
-                let expected = match local {
-                    Some(l) => PreviousValue::MustExistAndMatch(Target::Object(l)),
-                    None => PreviousValue::MustNotExist,
-                };
+                let expected = expecting(local);
                 edits.push(update(log.local, expected, Target::Object(next), &format!("merge {tracking}"))?);
             }
             match apply(repo, edits) {
@@ -269,4 +259,83 @@ pub fn merge_staged(repo: &gix::Repository, log: &SharedRef) -> Result<Vec<Strin
         }
     }
     Ok(notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gix::refs::transaction::PreviousValue;
+
+    fn git(dir: &std::path::Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn notes_of(repo: &gix::Repository) -> Vec<String> {
+        read(repo, OUTCOME_LOG, 100)
+            .unwrap()
+            .iter()
+            .map(|r| r["note"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn staged_logs_merge_into_a_union_that_pushes_as_a_fast_forward() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = dir.path().join("remote.git");
+        git(dir.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
+        let clones: Vec<std::path::PathBuf> = ["a", "b"].iter().map(|n| dir.path().join(n)).collect();
+        for c in &clones {
+            std::fs::create_dir_all(c).unwrap();
+            git(c, &["init", "-q"]);
+            git(c, &["remote", "add", "origin", remote.to_str().unwrap()]);
+        }
+        let [spec, _] = crate::shared::fetch_refspecs("origin");
+        let push = |c: &std::path::Path| git(c, &["push", "-q", "origin", &format!("{OUTCOME_LOG}:{OUTCOME_LOG}")]);
+        let (a, b) = (gix::open(&clones[0]).unwrap(), gix::open(&clones[1]).unwrap());
+        let record = |note: &str| serde_json::json!({"note": note});
+        append(&a, OUTCOME_LOG, &record("a1"), "a1").unwrap();
+        push(&clones[0]);
+        append(&b, OUTCOME_LOG, &record("b1"), "b1").unwrap();
+        append(&b, OUTCOME_LOG, &record("b2"), "b2").unwrap();
+        git(&clones[1], &["fetch", "-q", "origin", &spec]);
+        assert_eq!(merge_staged(&b, &crate::shared::OUTCOMES).unwrap(), Vec::<String>::new());
+        let mut merged = notes_of(&b);
+        merged.sort();
+        assert_eq!(merged, ["a1", "b1", "b2"]);
+        // Merging the same staged tip again does nothing.
+        let merged_tip = tip(&b, OUTCOME_LOG).unwrap();
+        merge_staged(&b, &crate::shared::OUTCOMES).unwrap();
+        assert_eq!(tip(&b, OUTCOME_LOG).unwrap(), merged_tip);
+        // b's merge holds a's tip: the push is a fast-forward, and a, merging it back, simply
+        // moves forward.
+        push(&clones[1]);
+        git(&clones[0], &["fetch", "-q", "origin", &spec]);
+        merge_staged(&a, &crate::shared::OUTCOMES).unwrap();
+        assert_eq!(tip(&a, OUTCOME_LOG).unwrap(), tip(&b, OUTCOME_LOG).unwrap());
+        assert_eq!(notes_of(&a).len(), 3);
+        git(&clones[0], &["fsck", "--strict", "--no-progress"]);
+    }
+
+    #[test]
+    fn a_staged_tip_that_is_not_a_commit_is_noted_and_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q"]);
+        let repo = gix::open(dir.path()).unwrap();
+        append(&repo, OUTCOME_LOG, &serde_json::json!({"note": "mine"}), "mine").unwrap();
+        let blob = repo.write_blob(b"not a log").unwrap().detach();
+        let staged = crate::shared::OUTCOMES.tracking("origin");
+        apply(&repo, vec![update(&staged, PreviousValue::Any, Target::Object(blob), "hostile").unwrap()]).unwrap();
+        let notes = merge_staged(&repo, &crate::shared::OUTCOMES).unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("is a blob, not a commit"), "{notes:?}");
+        assert_eq!(notes_of(&repo), ["mine"]);
+        assert!(merge_staged(&repo, &crate::shared::OUTCOMES).unwrap().is_empty(), "noted once");
+    }
 }

@@ -3,9 +3,8 @@
 
 use gix::ObjectId;
 use gix::refs::Target;
-use gix::refs::transaction::PreviousValue;
 
-use crate::refs::{apply, ref_id, tree_of, update, write_commit_with};
+use crate::refs::{apply, expecting, ref_id, tree_of, update, write_commit_with};
 
 pub use crate::NOTES_REF;
 
@@ -27,10 +26,7 @@ pub fn add_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<
         let parents: Vec<ObjectId> = parent.into_iter().collect();
         let note_commit =
             write_commit_with(repo, tree, &parents, "Notes added by git-code-intel").map_err(crate::git)?;
-        let expected = match parent {
-            Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
-            None => PreviousValue::MustNotExist,
-        };
+        let expected = expecting(parent);
         let edit =
             update(NOTES_REF, expected, Target::Object(note_commit), "notes: session summary").map_err(crate::git)?;
         if apply(repo, vec![edit]).is_ok() {
@@ -52,22 +48,27 @@ fn notes_of(
     repo: &gix::Repository,
     commit: ObjectId,
     skipped: &mut Vec<String>,
+    complete: &mut bool,
 ) -> Result<std::collections::BTreeMap<String, ObjectId>, crate::untrusted::Refusal> {
     use crate::untrusted;
     let info = untrusted::commit(repo, commit)?;
     let mut out = std::collections::BTreeMap::new();
     let hex_len = repo.object_hash().len_in_hex();
     let is_hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
-    let mut add = |name: String, entry: &untrusted::TreeEntry, skipped: &mut Vec<String>| {
+    let mut add = |name: String, entry: &untrusted::TreeEntry, skipped: &mut Vec<String>, complete: &mut bool| {
         if !entry.is_blob() || name.len() != hex_len || !is_hex(&name) {
-            skipped.push(format!("notes: {name} is not a note"));
+            skipped.push(format!("notes: {} is not a note", untrusted::quote(&name, untrusted::QUOTED_CHARS)));
             return;
         }
         match repo.try_find_header(entry.oid) {
             Ok(Some(h)) if h.size() <= MAX_NOTE_BYTES => {
                 out.insert(name, entry.oid);
             }
-            _ => skipped.push(format!("notes: the note of {name} is missing or over {MAX_NOTE_BYTES} bytes")),
+            Ok(Some(_)) => skipped.push(format!("notes: the note of {name} is over {MAX_NOTE_BYTES} bytes")),
+            _ => {
+                skipped.push(format!("notes: the note of {name} is missing"));
+                *complete = false;
+            }
         }
     };
     for entry in untrusted::tree(repo, info.tree, MAX_NOTES_TREE_BYTES)? {
@@ -76,13 +77,18 @@ fn notes_of(
             match untrusted::tree(repo, entry.oid, MAX_NOTES_TREE_BYTES) {
                 Ok(inner) => {
                     for e in inner {
-                        add(format!("{name}{}", e.name), &e, skipped);
+                        add(format!("{name}{}", e.name), &e, skipped, complete);
                     }
                 }
-                Err(e) => skipped.push(format!("notes: {name}/: {e}")),
+                Err(e) => {
+                    if matches!(e, untrusted::Refusal::Missing(_)) {
+                        *complete = false;
+                    }
+                    skipped.push(format!("notes: {}/: {e}", untrusted::quote(&name, untrusted::QUOTED_CHARS)));
+                }
             }
         } else {
-            add(name, &entry, skipped);
+            add(name, &entry, skipped, complete);
         }
     }
     Ok(out)
@@ -97,7 +103,10 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
     let mut report = Vec::new();
     for staged in shared.unmerged(repo)? {
         let mut skipped = Vec::new();
-        let theirs = match notes_of(repo, staged.tip, &mut skipped) {
+        // A notes commit naming an object this store lacks is not made a parent: the history
+        // could never be pushed.
+        let mut complete = true;
+        let theirs = match notes_of(repo, staged.tip, &mut skipped, &mut complete) {
             Ok(n) => Some(n),
             Err(e) => {
                 report.push(format!("{} was not merged: {e}", shared.tracking(&staged.remote)));
@@ -112,7 +121,9 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
                 && local != Some(staged.tip)
             {
                 let mut ours = match local {
-                    Some(l) => notes_of(repo, l, &mut Vec::new()).map_err(|e| crate::Error::Git(e.to_string()))?,
+                    Some(l) => {
+                        notes_of(repo, l, &mut Vec::new(), &mut true).map_err(|e| crate::Error::Git(e.to_string()))?
+                    }
                     None => Default::default(),
                 };
                 let before = ours.len();
@@ -137,7 +148,7 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
                         })
                         .collect();
                     let tree = repo.write_object(&gix::objs::Tree { entries }).map_err(crate::git)?.detach();
-                    let parents: Vec<ObjectId> = local.into_iter().chain([staged.tip]).collect();
+                    let parents: Vec<ObjectId> = local.into_iter().chain(complete.then_some(staged.tip)).collect();
                     Some(
                         write_commit_with(repo, tree, &parents, "Notes merged by git-code-intel")
                             .map_err(crate::git)?,
@@ -146,10 +157,7 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
                     None
                 };
                 if let Some(next) = next {
-                    let expected = match local {
-                        Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
-                        None => PreviousValue::MustNotExist,
-                    };
+                    let expected = expecting(local);
                     edits.push(update(NOTES_REF, expected, Target::Object(next), "notes: merge a remote's notes")?);
                 }
             }
@@ -168,4 +176,47 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
         report.extend(skipped);
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &std::path::Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    #[test]
+    fn staged_notes_merge_by_commit_and_keep_this_clones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        git(&a, &["init", "-q"]);
+        git(&a, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        git(&a, &["commit", "-q", "--allow-empty", "-m", "two"]);
+        git(dir.path(), &["clone", "-q", a.to_str().unwrap(), b.to_str().unwrap()]);
+        let (one, two) = (git(&a, &["rev-parse", "HEAD~1"]), git(&a, &["rev-parse", "HEAD"]));
+        let (repo_a, repo_b) = (gix::open(&a).unwrap(), gix::open(&b).unwrap());
+        let id = |hex: &str| ObjectId::from_hex(hex.as_bytes()).unwrap();
+        add_note(&repo_a, id(&one), "a on one").unwrap();
+        add_note(&repo_a, id(&two), "a on two").unwrap();
+        add_note(&repo_b, id(&two), "b on two").unwrap();
+        let [_, spec] = crate::shared::fetch_refspecs("origin");
+        git(&b, &["fetch", "-q", "origin", &spec]);
+        let skipped = merge_staged(&repo_b).unwrap();
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert_eq!(git(&b, &["notes", "--ref=code-intel", "show", &one]), "a on one");
+        assert_eq!(git(&b, &["notes", "--ref=code-intel", "show", &two]), "b on two");
+        // Both tips are parents: a's notes are in b's history.
+        let parents = git(&b, &["rev-list", "--parents", "-n", "1", NOTES_REF]);
+        assert_eq!(parents.split(' ').count(), 3, "{parents}");
+        git(&b, &["fsck", "--strict", "--no-progress"]);
+    }
 }

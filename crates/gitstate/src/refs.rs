@@ -69,6 +69,15 @@ fn fallback_signature() -> gix::actor::Signature {
     }
 }
 
+/// What a compare-and-swap expects of a ref last seen at `previous`: that it still points there,
+/// or (None) that it still does not exist.
+pub fn expecting(previous: Option<ObjectId>) -> PreviousValue {
+    match previous {
+        Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+        None => PreviousValue::MustNotExist,
+    }
+}
+
 pub fn update(name: &str, expected: PreviousValue, new: Target, message: &str) -> Result<RefEdit, Error> {
     Ok(RefEdit {
         change: Change::Update {

@@ -83,6 +83,24 @@ pub fn tree(repo: &gix::Repository, id: ObjectId, limit: u64) -> Result<Vec<Tree
     Ok(out)
 }
 
+/// Whether every object tree `id` (of at most `limit` bytes) names is in the object store (one
+/// level: the trees git-code-intel writes are flat but for the Forest's shards), so a commit of
+/// it can become a parent without making the history impossible to push.
+pub fn complete_tree(repo: &gix::Repository, id: ObjectId, limit: u64) -> Result<(), Refusal> {
+    for entry in tree(repo, id, limit)? {
+        if entry.kind == EntryKind::Commit {
+            // A gitlink names a commit of another repository: never present, never needed.
+            continue;
+        }
+        match repo.try_find_header(entry.oid) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(Refusal::Missing(entry.oid)),
+            Err(e) => return Err(Refusal::Unreadable { id: entry.oid, error: e.to_string() }),
+        }
+    }
+    Ok(())
+}
+
 /// A commit's tree, parents and committer time (seconds), read from a commit of at most 64 KB.
 #[derive(Debug, Clone)]
 pub struct CommitInfo {
@@ -131,4 +149,38 @@ pub fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, of: ObjectId, bud
         }
     }
     Some(false)
+}
+
+/// How many characters of another clone's text a note quotes.
+pub const QUOTED_CHARS: usize = 60;
+
+/// Text another clone wrote (a name, an id), made safe to put in a note or a log line: control
+/// and other invisible characters escaped, and cut at `max` characters (marked with `…`).
+pub fn quote(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n == max {
+            out.push('…');
+            break;
+        }
+        out.extend(c.escape_debug());
+    }
+    out
+}
+
+/// [`quote`] of bytes that may not be UTF-8.
+pub fn quote_bytes(bytes: &[u8], max: usize) -> String {
+    quote(&String::from_utf8_lossy(bytes), max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_are_escaped_and_cut() {
+        assert_eq!(quote("plain", 10), "plain");
+        assert_eq!(quote("a\u{1b}[2Jb", 10), "a\\u{1b}[2Jb");
+        assert_eq!(quote(&"\u{85}".repeat(8000), 3), "\\u{85}\\u{85}\\u{85}…");
+    }
 }

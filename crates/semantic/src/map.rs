@@ -22,7 +22,7 @@ use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
-use code_intel_gitstate::refs::{apply, update};
+use code_intel_gitstate::refs::{apply, expecting, update};
 use code_intel_gitstate::seal::CloneKey;
 use code_intel_gitstate::shared::{self, Unmerged};
 use code_intel_gitstate::untrusted;
@@ -151,7 +151,10 @@ fn check_path(path: &str) -> Result<(), String> {
         || path.contains(':')
         || path.split('/').any(|c| c.is_empty() || c == "." || c == ".." || c.eq_ignore_ascii_case(".git"));
     if wrong {
-        return Err(format!("its file '{}' is not a path inside the repository", path.escape_debug()));
+        return Err(format!(
+            "its file '{}' is not a path inside the repository",
+            untrusted::quote(path, untrusted::QUOTED_CHARS)
+        ));
     }
     Ok(())
 }
@@ -222,12 +225,12 @@ fn read_slots(repo: &gix::Repository, commit: ObjectId) -> Result<(Slots, Vec<St
             (Some(stem), _) => (stem.to_owned(), false),
             (_, Some(stem)) => (stem.to_owned(), true),
             _ => {
-                notes.push(format!("{} is not a Map entry", name.escape_debug()));
+                notes.push(format!("{} is not a Map entry", untrusted::quote(&name, untrusted::QUOTED_CHARS)));
                 continue;
             }
         };
         if !entry.is_blob() {
-            notes.push(format!("{} is not a file", name.escape_debug()));
+            notes.push(format!("{} is not a file", untrusted::quote(&name, untrusted::QUOTED_CHARS)));
             continue;
         }
         if is_seal {
@@ -250,7 +253,10 @@ fn read_entry(repo: &gix::Repository, name: &str, slot: Slot) -> Result<(MapEntr
     let bytes = untrusted::blob(repo, slot.json, MAX_ENTRY_BYTES).map_err(|e| e.to_string())?;
     let entry: MapEntry = serde_json::from_slice(&bytes).map_err(|e| format!("not a Map entry: {e}"))?;
     if entry.id != name {
-        return Err(format!("its id '{}' is not its file's name", entry.id.escape_debug()));
+        return Err(format!(
+            "its id '{}' is not its file's name",
+            untrusted::quote(&entry.id, untrusted::QUOTED_CHARS)
+        ));
     }
     entry.check()?;
     Ok((entry, bytes))
@@ -366,7 +372,9 @@ impl MapStore {
                     };
                     out.entries.push(Stored { entry, origin });
                 }
-                Err(why) => out.skip(format!("{MAP_REF}: entry {}: {why}", id.escape_debug())),
+                Err(why) => {
+                    out.skip(format!("{MAP_REF}: entry {}: {why}", untrusted::quote(&id, untrusted::QUOTED_CHARS)))
+                }
             }
         }
         out.entries.sort_by_key(|e| e.origin != Origin::Local);
@@ -449,10 +457,7 @@ impl MapStore {
                 &parents,
                 &format!("git-code-intel: {message}"),
             )?;
-            let expected = match tip {
-                Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
-                None => PreviousValue::MustNotExist,
-            };
+            let expected = expecting(tip);
             let edits = vec![
                 update(MAP_REF, expected, Target::Object(commit), message)?,
                 update(LOCAL_REF, PreviousValue::Any, Target::Object(commit), message)?,
@@ -487,6 +492,19 @@ impl MapStore {
         // Whether every entry of theirs passed: only then can this clone take their commit as
         // it is (a fast-forward).
         let mut all_passed = true;
+        // Whether every object their tree names is here: only then can their commit be a parent
+        // (a history naming a missing object could never be pushed). A fetch always brings
+        // them; a damaged store or a partial fetch may not.
+        let complete =
+            match untrusted::commit(repo, staged.tip).map(|c| untrusted::complete_tree(repo, c.tree, MAX_TREE_BYTES)) {
+                Ok(Ok(())) => true,
+                Ok(Err(e)) | Err(e) => {
+                    notes.push(format!(
+                        "{tracking} is incomplete ({e}): its checked entries are merged, its commit is not kept"
+                    ));
+                    false
+                }
+            };
         let theirs = match read_slots(repo, staged.tip) {
             Ok((slots, tree_notes)) => {
                 all_passed = tree_notes.is_empty();
@@ -499,7 +517,10 @@ impl MapStore {
                         }
                         Err(why) => {
                             all_passed = false;
-                            notes.push(format!("{tracking}: entry {}: {why}", id.escape_debug()));
+                            notes.push(format!(
+                                "{tracking}: entry {}: {why}",
+                                untrusted::quote(&id, untrusted::QUOTED_CHARS)
+                            ));
                         }
                     }
                 }
@@ -520,12 +541,9 @@ impl MapStore {
             let already = tip
                 .is_some_and(|t| t == staged.tip || untrusted::is_ancestor(repo, staged.tip, t, 10_000) == Some(true));
             let behind = tip.is_none_or(|t| untrusted::is_ancestor(repo, t, staged.tip, 10_000) == Some(true));
-            if theirs.is_some() && !already && behind && all_passed {
+            if theirs.is_some() && !already && behind && all_passed && complete {
                 let message = format!("map: fast-forward to {tracking}");
-                let expected = match tip {
-                    Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
-                    None => PreviousValue::MustNotExist,
-                };
+                let expected = expecting(tip);
                 edits.push(update(MAP_REF, expected, Target::Object(staged.tip), &message)?);
                 edits.push(update(LOCAL_REF, PreviousValue::Any, Target::Object(staged.tip), &message)?);
             } else if let Some(theirs) = theirs.as_ref().filter(|_| !already) {
@@ -535,7 +553,7 @@ impl MapStore {
                 };
                 let merged = merge_slots(&base, &ours, theirs);
                 let tree = write_slots(repo, &merged)?;
-                let parents: Vec<ObjectId> = tip.into_iter().chain([staged.tip]).collect();
+                let parents: Vec<ObjectId> = tip.into_iter().chain(complete.then_some(staged.tip)).collect();
                 let message = format!("map: merge {tracking}");
                 let commit = code_intel_gitstate::refs::write_commit_with(
                     repo,
@@ -543,10 +561,7 @@ impl MapStore {
                     &parents,
                     &format!("git-code-intel: {message}"),
                 )?;
-                let expected = match tip {
-                    Some(p) => PreviousValue::MustExistAndMatch(Target::Object(p)),
-                    None => PreviousValue::MustNotExist,
-                };
+                let expected = expecting(tip);
                 edits.push(update(MAP_REF, expected, Target::Object(commit), &message)?);
                 edits.push(update(LOCAL_REF, PreviousValue::Any, Target::Object(commit), &message)?);
             }

@@ -37,6 +37,13 @@ pub use crate::loaded::Loaded;
 pub const MAX_MAP_SEARCHED: usize = 2_000;
 /// A Map entry is found by the start of its query: at most this many characters are embedded.
 const MAP_QUERY_EMBEDDED_CHARS: usize = 1_000;
+/// Map queries embedded per call: they are short, so a larger batch than a sync's costs little
+/// memory.
+const MAP_QUERY_BATCH: usize = 16;
+
+/// How long one search spends embedding Map queries it has never seen (after a fetch brought
+/// many): the rest are embedded by the searches after it, and searched from then on.
+const MAP_EMBED_BUDGET: Duration = Duration::from_millis(800);
 
 #[derive(Default)]
 struct MapIndex {
@@ -46,7 +53,10 @@ struct MapIndex {
     skipped: Vec<String>,
     skipped_count: usize,
     not_searched: usize,
+    /// The vectors of the entries embedded so far (ids are positions in `entries`).
     vectors: Option<VectorIndex>,
+    /// Entries not embedded yet.
+    pending: usize,
 }
 
 /// A Map entry, how close its query is to the search query (cosine similarity), and where it
@@ -67,6 +77,11 @@ pub struct MapSearch {
     pub skipped_count: usize,
     /// Entries over [`MAX_MAP_SEARCHED`], not searched.
     pub not_searched: usize,
+    /// Entries not embedded yet (more than one search's embedding budget arrived at once):
+    /// the next searches embed them.
+    pub pending: usize,
+    /// Entries searched.
+    pub searched: usize,
 }
 
 pub struct Semantic {
@@ -291,26 +306,31 @@ impl Semantic {
             let read = store.read().map_err(|e| e.to_string())?;
             // Reading merged what was staged: the state to remember is the one after the merge.
             let state = store.state().map_err(|e| e.to_string())?;
-            if map.state.as_ref() != Some(&state) {
-                let mut entries = read.entries;
-                let not_searched = entries.len().saturating_sub(MAX_MAP_SEARCHED);
-                entries.truncate(MAX_MAP_SEARCHED);
-                let vectors = map_vectors(&loaded, &entries).map_err(|e| e.to_string())?;
-                *map = MapIndex {
-                    state: Some(state),
-                    entries,
-                    skipped: read.skipped,
-                    skipped_count: read.skipped_count,
-                    not_searched,
-                    vectors: Some(vectors),
-                };
-            }
+            let mut entries = read.entries;
+            let not_searched = entries.len().saturating_sub(MAX_MAP_SEARCHED);
+            entries.truncate(MAX_MAP_SEARCHED);
+            *map = MapIndex {
+                state: Some(state),
+                entries,
+                skipped: read.skipped,
+                skipped_count: read.skipped_count,
+                not_searched,
+                vectors: None,
+                pending: 0,
+            };
+        }
+        if map.vectors.is_none() || map.pending > 0 {
+            let (vectors, pending) = map_vectors(&loaded, &map.entries, MAP_EMBED_BUDGET).map_err(|e| e.to_string())?;
+            map.vectors = Some(vectors);
+            map.pending = pending;
         }
         let mut out = MapSearch {
             hits: Vec::new(),
             skipped: map.skipped.clone(),
             skipped_count: map.skipped_count,
             not_searched: map.not_searched,
+            pending: map.pending,
+            searched: map.entries.len() - map.pending,
         };
         let Some(vectors) = map.vectors.as_ref().filter(|_| !map.entries.is_empty()) else { return Ok(out) };
         let hits = vectors.search(query_vector, n).map_err(|e| e.to_string())?;
@@ -397,30 +417,47 @@ fn map_text(entry: &MapEntry) -> &str {
     }
 }
 
-/// The Map entries' vectors (by position): each entry is found by its query.
-fn map_vectors(loaded: &Loaded, entries: &[Stored]) -> Result<VectorIndex, Error> {
+/// The Map entries' vectors (ids are positions in `entries`): each entry is found by its query.
+/// Queries the cache holds cost nothing; the others are embedded, this clone's first, until
+/// `budget` is spent. Returns the index and how many entries are left to embed.
+fn map_vectors(loaded: &Loaded, entries: &[Stored], budget: Duration) -> Result<(VectorIndex, usize), Error> {
+    let started = std::time::Instant::now();
     let dim = loaded.embedder.dimension;
     let mut index = VectorIndex::new(dim as u32)?;
     let mut cache = loaded.cache.lock().unwrap_or_else(|p| p.into_inner());
     let keys: Vec<_> = entries.iter().map(|e| super::cache::key_of(map_text(&e.entry))).collect();
     let missing: Vec<usize> = (0..entries.len()).filter(|&i| cache.get(&keys[i]).is_none()).collect();
-    if !missing.is_empty() {
-        let texts: Vec<&str> = missing.iter().map(|&i| map_text(&entries[i].entry)).collect();
-        let vectors = loaded.embedder.embed_now(&texts)?;
-        for (&i, v) in missing.iter().zip(&vectors) {
+    let mut pending = missing.len();
+    // Entries come this clone's first: keep that order across batches, and sort each batch's
+    // texts by length so they are padded less.
+    for batch in missing.chunks(MAP_QUERY_BATCH) {
+        if started.elapsed() >= budget {
+            break;
+        }
+        let mut batch = batch.to_vec();
+        batch.sort_by_key(|&i| map_text(&entries[i].entry).len());
+        let texts: Vec<&str> = batch.iter().map(|&i| map_text(&entries[i].entry)).collect();
+        let vectors = loaded.embedder.embed_short_now(&texts, MAP_QUERY_BATCH)?;
+        for (&i, v) in batch.iter().zip(&vectors) {
             cache.insert(keys[i], v);
         }
-        if let Err(e) = cache.save() {
-            tracing::warn!("could not save the embedding cache: {e}");
+        pending -= batch.len();
+    }
+    if pending < missing.len()
+        && let Err(e) = cache.save()
+    {
+        tracing::warn!("could not save the embedding cache: {e}");
+    }
+    let mut ids = Vec::with_capacity(entries.len());
+    let mut flat = Vec::with_capacity(entries.len() * dim);
+    for (i, key) in keys.iter().enumerate() {
+        if let Some(v) = cache.get(key) {
+            ids.push(i as u64);
+            flat.extend_from_slice(v);
         }
     }
-    let mut flat = Vec::with_capacity(entries.len() * dim);
-    for key in &keys {
-        flat.extend_from_slice(cache.get(key).unwrap_or(&vec![0.0; dim]));
-    }
-    let ids: Vec<u64> = (0..entries.len() as u64).collect();
     index.add(&ids, &flat)?;
-    Ok(index)
+    Ok((index, pending))
 }
 
 /// Identifies a model by its files' sizes and the head of its weights (cheap, and changes

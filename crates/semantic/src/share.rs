@@ -36,13 +36,12 @@ use std::sync::Arc;
 use gix::ObjectId;
 use gix::objs::tree::{Entry, EntryKind};
 use gix::refs::Target;
-use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
 
 use super::cache::Key;
 use crate::forest::SharedOrigin;
 use crate::loaded::Loaded;
-use code_intel_gitstate::refs::{apply, update, write_commit};
+use code_intel_gitstate::refs::{apply, expecting, update, write_commit};
 use code_intel_gitstate::shared;
 use code_intel_gitstate::untrusted;
 
@@ -340,7 +339,7 @@ fn open_source(
     if manifest.fingerprint != fingerprint || manifest.dimension != dim {
         return Err(format!(
             "{name} holds vectors of another model ({}); they are not used, everything is embedded here",
-            manifest.model.escape_debug()
+            untrusted::quote(&manifest.model, untrusted::QUOTED_CHARS)
         ));
     }
     let mut shards = vec![None; 256];
@@ -357,7 +356,10 @@ fn open_source(
         let first =
             std::str::from_utf8(&entry.name).ok().filter(|n| n.len() == 2).and_then(|n| u8::from_str_radix(n, 16).ok());
         let (Some(first), true) = (first, entry.is_blob()) else {
-            return Err(format!("{name}: vectors/{} is not a shard", entry.name));
+            return Err(format!(
+                "{name}: vectors/{} is not a shard",
+                untrusted::quote_bytes(&entry.name, untrusted::QUOTED_CHARS)
+            ));
         };
         let size = match repo.try_find_header(entry.oid) {
             Ok(Some(h)) if h.kind() == gix::object::Kind::Blob => h.size(),
@@ -399,15 +401,18 @@ fn read_shard(repo: &gix::Repository, blob: ObjectId, first: u8, dim: usize) -> 
 }
 
 /// Writes this clone's own vectors (its embedding cache), merged with every record of the
-/// shared Forests it can see (`refs/code-intel/forest` and the remotes' staged ones) that
-/// passes the checks, to `refs/code-intel/forest`, by compare-and-swap. Where both hold a key,
+/// shared Forests it can see (`refs/code-intel/forest` and the remotes' staged ones, except
+/// those found poisoned) that passes the checks, to `refs/code-intel/forest`, by
+/// compare-and-swap. Where both hold a key,
 /// this clone's vector wins: it was embedded here. A shard over [`MAX_SHARD_BYTES`] keeps this
 /// clone's vectors first.
 pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
     let repo = gix::open(root).map_err(git_error)?;
     let dim = loaded.embedder.dimension;
     let record_len = 32 + 4 + dim;
-    let mut shared = SharedVectors::open(root, &loaded.fingerprint, dim, &[]);
+    // A shared Forest found poisoned is not passed on.
+    let distrusted = loaded.forest.read().unwrap_or_else(|p| p.into_inner()).distrusted.clone();
+    let mut shared = SharedVectors::open(root, &loaded.fingerprint, dim, &distrusted);
     let mut report = ShareReport { model: loaded.model.clone(), ..ShareReport::default() };
     // This clone's vectors, by shard.
     let mut own: Vec<Vec<(Key, Vec<u8>)>> = vec![Vec::new(); 256];
@@ -489,10 +494,7 @@ pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
         _ => {
             let message = format!("forest: {} vectors of {}", report.shared, loaded.model);
             let commit = write_commit(&repo, tree, None, &message).map_err(git_error)?;
-            let expected = match tip {
-                Some(t) => PreviousValue::MustExistAndMatch(Target::Object(t)),
-                None => PreviousValue::MustNotExist,
-            };
+            let expected = expecting(tip);
             apply(&repo, vec![update(FOREST_REF, expected, Target::Object(commit), &message).map_err(git_error)?])
                 .map_err(git_error)?;
             commit
