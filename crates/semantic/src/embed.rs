@@ -139,21 +139,10 @@ impl Embedder {
 
     /// Unit-length vectors for a few texts (a search's query), ahead of any batch work.
     pub fn embed_now<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, Error> {
-        self.embed_short_now(texts, BATCH)
-    }
-
-    /// Unit-length vectors for `texts`, ahead of any batch work, `batch` at a time: for many
-    /// short texts (the Map's queries), where a large batch costs little memory and saves most
-    /// of the per-call overhead.
-    pub fn embed_short_now<S: AsRef<str> + Send + Sync>(
-        &self,
-        texts: &[S],
-        batch: usize,
-    ) -> Result<Vec<Vec<f32>>, Error> {
         self.queries_waiting.fetch_add(1, Ordering::SeqCst);
         let _waiting = Waiting(&self.queries_waiting);
         let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
-        model.embed(texts, Some(batch.max(1))).map_err(|e| Error::Embedding(e.to_string()))
+        model.embed(texts, Some(BATCH)).map_err(|e| Error::Embedding(e.to_string()))
     }
 }
 

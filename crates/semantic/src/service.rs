@@ -37,9 +37,10 @@ pub use crate::loaded::Loaded;
 pub const MAX_MAP_SEARCHED: usize = 2_000;
 /// A Map entry is found by the start of its query: at most this many characters are embedded.
 const MAP_QUERY_EMBEDDED_CHARS: usize = 1_000;
-/// Map queries embedded per call: they are short, so a larger batch than a sync's costs little
-/// memory.
-const MAP_QUERY_BATCH: usize = 16;
+/// Map queries embedded between two looks at the clock (the model takes them `embed::BATCH` at
+/// a time: larger batches of these short texts were no faster on 2 cores, and took twice the
+/// memory).
+const MAP_QUERIES_PER_TURN: usize = 32;
 
 /// How long one search spends embedding Map queries it has never seen (after a fetch brought
 /// many): the rest are embedded by the searches after it, and searched from then on.
@@ -430,14 +431,14 @@ fn map_vectors(loaded: &Loaded, entries: &[Stored], budget: Duration) -> Result<
     let mut pending = missing.len();
     // Entries come this clone's first: keep that order across batches, and sort each batch's
     // texts by length so they are padded less.
-    for batch in missing.chunks(MAP_QUERY_BATCH) {
+    for batch in missing.chunks(MAP_QUERIES_PER_TURN) {
         if started.elapsed() >= budget {
             break;
         }
         let mut batch = batch.to_vec();
         batch.sort_by_key(|&i| map_text(&entries[i].entry).len());
         let texts: Vec<&str> = batch.iter().map(|&i| map_text(&entries[i].entry)).collect();
-        let vectors = loaded.embedder.embed_short_now(&texts, MAP_QUERY_BATCH)?;
+        let vectors = loaded.embedder.embed_now(&texts)?;
         for (&i, v) in batch.iter().zip(&vectors) {
             cache.insert(keys[i], v);
         }
