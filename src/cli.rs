@@ -184,7 +184,7 @@ pub enum MapCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ShareCommand {
-    /// Fetch the remote's shared refs into refs/code-intel-remotes/<remote>/ and merge them
+    /// Fetch the remote's shared refs into refs/code-intel-remotes/REMOTE/ and merge them
     /// into this clone's, leaving out (and naming) whatever fails the checks.
     Pull {
         #[arg(long, default_value = "origin")]

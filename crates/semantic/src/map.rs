@@ -186,7 +186,7 @@ pub struct MapRead {
     pub tip: Option<ObjectId>,
     /// The entries that passed the checks, this clone's first, then by id.
     pub entries: Vec<Stored>,
-    /// Entries and refs left out, each with why (at most [`MAX_NOTES`]; `skipped_count` has
+    /// Entries and refs left out, each with why (the first twenty; `skipped_count` has
     /// them all).
     pub skipped: Vec<String>,
     pub skipped_count: usize,
