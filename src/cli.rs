@@ -47,8 +47,9 @@ pub enum Command {
     Status,
     /// In PRE_COMMIT: every change of the session's task branch since its base, with diffs.
     ReviewChanges,
-    /// Remove every session checkpoint under refs/code-intel/ and reset the session state, and
-    /// delete stale llm_task_* branches that hold no unmerged commits.
+    /// Remove this work tree's session checkpoints (refs/worktree/code-intel/) and reset the
+    /// session state, and delete stale llm_task_* branches that hold no unmerged commits (never
+    /// one checked out in another work tree).
     Clean {
         /// Also delete llm_task_* branches with unmerged commits (listed first without it).
         #[arg(long)]
@@ -313,6 +314,9 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                     for r in &report {
                         let action = serde_json::to_value(&r.action).ok();
                         println!("{:<12} {}", action.as_ref().and_then(|a| a.as_str()).unwrap_or(""), r.path);
+                        if let Some(note) = &r.note {
+                            println!("{:<12} {note}", "");
+                        }
                     }
                     if report.iter().any(|r| r.action == crate::init::Action::KeptEdited) {
                         println!("(kept_edited files hold your changes; `git code-intel init --force` replaces them)");

@@ -155,6 +155,9 @@ pub enum Action {
 pub struct FileReport {
     pub path: String,
     pub action: Action,
+    /// What the user should know about the change, when there is something.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 pub fn init(root: &Path, force: bool, share: bool) -> std::io::Result<Vec<FileReport>> {
@@ -184,7 +187,7 @@ pub fn init(root: &Path, force: bool, share: bool) -> std::io::Result<Vec<FileRe
         if action != Action::KeptEdited {
             manifest.insert(rel.to_owned(), fingerprint);
         }
-        report.push(FileReport { path: rel.to_owned(), action });
+        report.push(FileReport { path: rel.to_owned(), action, note: None });
     }
     report.push(merge_json(root, ".mcp.json", mcp_entry)?);
     report.push(merge_json(root, CLAUDE_SETTINGS, |doc| add_hooks(doc, CLAUDE_HOOKS))?);
@@ -235,7 +238,7 @@ pub fn init(root: &Path, force: bool, share: bool) -> std::io::Result<Vec<FileRe
 
 /// `.git/hooks/pre-commit`: ours, with any hook that was there kept and run first.
 fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
-    let report = |action| FileReport { path: ".git/hooks/pre-commit".into(), action };
+    let report = |action| FileReport { path: ".git/hooks/pre-commit".into(), action, note: None };
     let Ok(repo) = gix::open(root) else { return Ok(report(Action::Unchanged)) };
     let dir = repo.git_dir().join("hooks");
     let hook = dir.join("pre-commit");
@@ -267,7 +270,7 @@ fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
 /// shared refs). The refspecs earlier versions set (`refs/code-intel/*` straight onto this
 /// clone's refs, both ways, and the `HEAD` push that came with them) are removed.
 fn share_refs(root: &Path) -> std::io::Result<FileReport> {
-    let report = |action| FileReport { path: ".git/config".into(), action };
+    let report = |action, note| FileReport { path: ".git/config".into(), action, note };
     let repo = gix::open(root).map_err(std::io::Error::other)?;
     let names: Vec<String> = repo.remote_names().iter().map(|n| n.to_string()).collect();
     let Some(remote) = names.iter().find(|n| *n == "origin").or(names.first()).cloned() else {
@@ -278,47 +281,56 @@ fn share_refs(root: &Path) -> std::io::Result<FileReport> {
             "--share cannot use the remote '{remote}': its name must be letters, digits, '.', '_' and '-'"
         )));
     }
-    let path = repo.git_dir().join("config");
-    let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
-        .map_err(std::io::Error::other)?;
-    let existing = |file: &gix::config::File, key: &str| -> Vec<String> {
-        file.strings(format!("remote.{remote}.{key}").as_str())
-            .unwrap_or_default()
-            .iter()
-            .map(|v| v.to_string())
-            .collect()
-    };
-    let fetch = existing(&file, "fetch");
-    let push = existing(&file, "push");
-    let wanted = code_intel_gitstate::shared::fetch_refspecs(&remote);
-    let fetch_kept: Vec<&String> = fetch.iter().filter(|f| !LEGACY_FETCH.contains(&f.as_str())).collect();
-    let mut push_kept: Vec<&String> = push.iter().filter(|p| !LEGACY_PUSH.contains(&p.as_str())).collect();
-    // `HEAD` came with the legacy push refspecs (added only where there was no push refspec):
-    // alone, it is ours, and removing it restores what a plain `git push` did before.
-    if push_kept.len() != push.len() && push_kept.iter().all(|p| *p == "HEAD") {
-        push_kept.clear();
-    }
-    let missing: Vec<&String> = wanted.iter().filter(|w| !fetch.contains(w)).collect();
-    if missing.is_empty() && fetch_kept.len() == fetch.len() && push_kept.len() == push.len() {
-        return Ok(report(Action::Unchanged));
-    }
-    {
-        let mut section = file
-            .section_mut_or_create_new("remote", Some(gix::bstr::BStr::new(remote.as_bytes())))
-            .map_err(std::io::Error::other)?;
-        while section.remove("fetch").is_some() {}
-        while section.remove("push").is_some() {}
-        for f in fetch_kept.iter().copied().chain(missing) {
-            section.push("fetch", Some(gix::bstr::BStr::new(f.as_bytes()))).map_err(std::io::Error::other)?;
-        }
-        for p in push_kept {
-            section.push("push", Some(gix::bstr::BStr::new(p.as_bytes()))).map_err(std::io::Error::other)?;
+    // git's own `git config` edits every section of the remote (a config may hold the same
+    // section twice), and only the values named.
+    let key = |what: &str| format!("remote.{remote}.{what}");
+    let fetch = config_values(root, &key("fetch"))?;
+    let push = config_values(root, &key("push"))?;
+    let mut changed = false;
+    for (what, legacy, present) in [("fetch", &LEGACY_FETCH, &fetch), ("push", &LEGACY_PUSH, &push)] {
+        for value in legacy.iter().filter(|l| present.iter().any(|p| p == *l)) {
+            git_config(root, &["--fixed-value", "--unset-all", &key(what), value])?;
+            changed = true;
         }
     }
-    let mut out = Vec::new();
-    file.write_to(&mut out)?;
-    write(&path, &out)?;
-    Ok(report(Action::Merged))
+    for spec in code_intel_gitstate::shared::fetch_refspecs(&remote) {
+        if !fetch.contains(&spec) {
+            git_config(root, &["--add", &key("fetch"), &spec])?;
+            changed = true;
+        }
+    }
+    // `push = HEAD` came with the legacy push refspecs, unless the user set it: it is theirs to
+    // remove.
+    let had_legacy_push = push.iter().any(|p| LEGACY_PUSH.contains(&p.as_str()));
+    let note = (had_legacy_push && push.iter().any(|p| p == "HEAD")).then(|| {
+        format!(
+            "{} = HEAD is kept: an earlier `init --share` set it (unless you did), and it makes a plain `git push` push the checked-out branch, a task branch too; `git config --unset {} HEAD` removes it",
+            key("push"),
+            key("push")
+        )
+    });
+    Ok(report(if changed { Action::Merged } else { Action::Unchanged }, note))
+}
+
+/// Every value of `key` in the repository's configuration.
+fn config_values(root: &Path, key: &str) -> std::io::Result<Vec<String>> {
+    let out = std::process::Command::new("git").args(["config", "--get-all", key]).current_dir(root).output()?;
+    // Exit 1: the key is not set.
+    Ok(String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect())
+}
+
+/// Runs `git config <args>` on the repository's own configuration.
+fn git_config(root: &Path, args: &[&str]) -> std::io::Result<()> {
+    let out = std::process::Command::new("git").arg("config").args(args).current_dir(root).output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "`git config {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
 }
 
 /// The refspecs `init --share` set before shared refs were staged: a fetch that overwrote this
@@ -423,24 +435,24 @@ fn merge_json(root: &Path, rel: &str, add: impl FnOnce(&mut Value) -> bool) -> s
         _ => json!({}),
     };
     if !add(&mut doc) {
-        return Ok(FileReport { path: rel.to_owned(), action: Action::Unchanged });
+        return Ok(FileReport { path: rel.to_owned(), action: Action::Unchanged, note: None });
     }
     let mut text = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
     text.push('\n');
     write(&path, text.as_bytes())?;
     let action = if existing.is_some() { Action::Merged } else { Action::Created };
-    Ok(FileReport { path: rel.to_owned(), action })
+    Ok(FileReport { path: rel.to_owned(), action, note: None })
 }
 
 fn merge_text(root: &Path, rel: &str, change: impl FnOnce(&str) -> Option<String>) -> std::io::Result<FileReport> {
     let path = root.join(rel);
     let existing = std::fs::read_to_string(&path).ok();
     match change(existing.as_deref().unwrap_or("")) {
-        None => Ok(FileReport { path: rel.to_owned(), action: Action::Unchanged }),
+        None => Ok(FileReport { path: rel.to_owned(), action: Action::Unchanged, note: None }),
         Some(text) => {
             write(&path, text.as_bytes())?;
             let action = if existing.is_some() { Action::Merged } else { Action::Created };
-            Ok(FileReport { path: rel.to_owned(), action })
+            Ok(FileReport { path: rel.to_owned(), action, note: None })
         }
     }
 }

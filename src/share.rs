@@ -153,18 +153,42 @@ pub fn push(ws: &Workspace, remote: &str, scope: Scope) -> Result<PushReport, St
             Scope::Forest => &[],
         };
         for r in refs {
-            if code_intel_gitstate::refs::ref_id(&repo, r.local).map_err(|e| e.to_string())?.is_some() {
+            let Some(local) = code_intel_gitstate::refs::ref_id(&repo, r.local).map_err(|e| e.to_string())? else {
+                continue;
+            };
+            let staged = staged_tip(&repo, r, remote)?;
+            // Just pulled, the local ref holds the remote's unless the merge refused it whole
+            // (not a log, not a Map): then that is replaced, if the remote still has it.
+            let merged = staged.is_none_or(|s| {
+                s == local || code_intel_gitstate::untrusted::is_ancestor(&repo, s, local, 10_000) == Some(true)
+            });
+            if merged {
                 specs.push(format!("{0}:{0}", r.local));
-                pushed.push(r.local.to_owned());
+            } else {
+                let lease = staged.map(|s| s.to_string()).unwrap_or_default();
+                specs.push(format!("--force-with-lease={}:{lease}", r.local));
+                specs.push(format!("+{0}:{0}", r.local));
+                report.notes.push(format!(
+                    "the remote's {} could not be merged (the notes above say why): it is replaced by this clone's",
+                    r.local
+                ));
             }
+            pushed.push(r.local.to_owned());
         }
-        if report.forest.is_some()
+        let other_model = report.forest.as_ref().is_some_and(|f| {
+            let staged = shared::FOREST.tracking(remote);
+            f.notes.iter().any(|n| n.starts_with(&staged) && n.contains(code_intel_semantic::share::OTHER_MODEL))
+        });
+        if other_model {
+            report.notes.push(format!(
+                "{remote}'s Forest holds vectors of another model: it is not replaced by this clone's (switch embedding_model to share it)"
+            ));
+        } else if report.forest.is_some()
             && code_intel_gitstate::refs::ref_id(&repo, shared::FOREST.local).map_err(|e| e.to_string())?.is_some()
         {
             // The Forest keeps only its latest vectors (no history to fast-forward), so it is
             // replaced, but only if the remote still has what was just fetched and merged.
-            let staged = shared::FOREST.tracking_tips(&repo).map_err(|e| e.to_string())?;
-            let expected = staged.iter().find(|(r, _)| r == remote).map(|(_, tip)| tip.to_string()).unwrap_or_default();
+            let expected = staged_tip(&repo, &shared::FOREST, remote)?.map(|t| t.to_string()).unwrap_or_default();
             specs.push(format!("--force-with-lease={}:{expected}", shared::FOREST.local));
             specs.push(format!("+{0}:{0}", shared::FOREST.local));
             pushed.push(shared::FOREST.local.to_owned());
@@ -189,11 +213,20 @@ pub fn push(ws: &Workspace, remote: &str, scope: Scope) -> Result<PushReport, St
             .iter()
             .any(|sign| said.contains(sign));
         if !lost_race || attempt + 1 == PUSH_ATTEMPTS {
-            return Err(failed(&args, &out));
+            let mut error = failed(&args, &out);
+            if !report.notes.is_empty() {
+                error.push_str(&format!("; the pull before it noted: {}", report.notes.join("; ")));
+            }
+            return Err(error);
         }
         report.retries += 1;
     }
     Err("the remote kept changing while pushing; retry".into())
+}
+
+/// `remote`'s staged tip of `r`, if it has one.
+fn staged_tip(repo: &gix::Repository, r: &SharedRef, remote: &str) -> Result<Option<gix::ObjectId>, String> {
+    Ok(r.tracking_tips(repo).map_err(|e| e.to_string())?.into_iter().find(|(name, _)| name == remote).map(|(_, t)| t))
 }
 
 /// Syncs the Forest and writes it into `refs/code-intel/forest`, merged with the staged

@@ -28,6 +28,10 @@ pub const ACTIVE_REF: &str = "refs/worktree/code-intel/active";
 pub const HISTORY_REF: &str = code_intel_gitstate::shared::HISTORY.local;
 /// Where versions before per-work-tree sessions kept them: never read as sessions any more
 /// (a fetch of `refs/code-intel/*` could write them), removed by `clean`.
+/// The history record of the last session this work tree finished: written in the same
+/// transaction as the record, read by `record_outcome` (never found by searching a history that
+/// teammates, or a remote, can add to).
+pub const LAST_FINISHED_REF: &str = "refs/worktree/code-intel/last-finished";
 pub const LEGACY_SESSIONS_PREFIX: &str = "refs/code-intel/sessions/";
 pub const LEGACY_ACTIVE_REF: &str = "refs/code-intel/active";
 const CHECKPOINT_FILE: &str = "checkpoint.json";
@@ -185,7 +189,7 @@ impl SessionStore {
         message: &str,
     ) -> Result<(), Error> {
         let repo = self.repo();
-        let _lock = code_intel_gitstate::lock::OperationLock::acquire(repo.git_dir())?;
+        let _lock = code_intel_gitstate::lock::acquire(&repo)?;
         let name = session_ref(&checkpoint.orchestrator_state.session_id)?;
         let current = repo
             .try_find_reference(name.as_bstr())
@@ -230,6 +234,7 @@ impl SessionStore {
             let expected_tip = expecting(tip);
             let edits = vec![
                 update(HISTORY_REF, expected_tip, Target::Object(commit), &message)?,
+                update(LAST_FINISHED_REF, PreviousValue::Any, Target::Object(commit), &message)?,
                 delete(&session_name, PreviousValue::MustExistAndMatch(Target::Object(previous)))?,
                 delete(ACTIVE_REF, PreviousValue::MustExistAndMatch(Target::Symbolic(name.clone())))?,
             ];
@@ -244,7 +249,7 @@ impl SessionStore {
         Err(Error::Conflict)
     }
 
-    /// The newest finished sessions' records, newest first: this clone's and, after a fetch of
+    /// The newest finished sessions' records, nearest the tip first: this clone's and, after a fetch of
     /// the shared history, its teammates' (staged history merged first).
     pub fn history(&self, limit: usize) -> Result<Vec<Finished>, Error> {
         let repo = self.repo();
@@ -263,9 +268,16 @@ impl SessionStore {
             .collect())
     }
 
-    /// The newest session this clone finished, looking back over at most `limit` records.
-    pub fn last_finished_here(&self, limit: usize) -> Result<Option<serde_json::Value>, Error> {
-        Ok(self.history(limit)?.into_iter().find(|f| f.here).map(|f| f.record))
+    /// The record of the last session this work tree finished ([`LAST_FINISHED_REF`]), when it
+    /// still carries this clone's seal.
+    pub fn last_finished_here(&self) -> Result<Option<serde_json::Value>, Error> {
+        let repo = self.repo();
+        let Some(commit) = code_intel_gitstate::refs::ref_id(&repo, LAST_FINISHED_REF)? else { return Ok(None) };
+        let record = code_intel_gitstate::log::record_at(&repo, commit, RECORD_FILE).map_err(Error::Corrupt)?;
+        let key = self.key()?;
+        Ok(record
+            .filter(|r| r.seal.as_deref().is_some_and(|s| key.verifies(HISTORY_SEAL, &r.bytes, s)))
+            .map(|r| r.value))
     }
 
     /// Removes every session checkpoint of this work tree and the active claim, and the session
@@ -292,20 +304,6 @@ impl SessionStore {
             apply(&repo, edits)?;
         }
         Ok(names.len())
-    }
-
-    /// The `llm_task_*` branches that exist now.
-    pub fn task_branches(&self) -> Result<Vec<String>, Error> {
-        let repo = self.repo();
-        let platform = repo.references().map_err(git)?;
-        let mut out = Vec::new();
-        // A ref that cannot be read is an error here, not something to skip: it could be a
-        // task branch holding work.
-        for r in platform.prefixed("refs/heads/llm_task_").map_err(git)? {
-            out.push(r.map_err(git)?.name().shorten().to_string());
-        }
-        out.sort();
-        Ok(out)
     }
 }
 
@@ -398,7 +396,7 @@ mod tests {
         // Only the sealed record is this clone's session.
         let here: Vec<bool> = store.history(10).unwrap().iter().map(|f| f.here).collect();
         assert_eq!(here, [true, false]);
-        assert_eq!(store.last_finished_here(10).unwrap(), Some(record("a")));
+        assert_eq!(store.last_finished_here().unwrap(), Some(record("a")));
     }
 
     fn records(store: &SessionStore) -> Vec<serde_json::Value> {

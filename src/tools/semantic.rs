@@ -20,8 +20,6 @@ use code_intel_semantic::sync::SyncReport;
 /// A Map hit at or above this score answers the query: the Forest is skipped.
 pub const MAP_SHORTCUT: f32 = 0.7;
 const MAX_RESULTS: usize = 50;
-/// How many finished sessions `record_outcome` looks back over for this clone's last one.
-const HISTORY_LOOKBACK: usize = 200;
 /// How much of a search's answer the notes on left-out Map entries may take.
 const MAX_SKIPPED_NOTES_BYTES: usize = 2_000;
 /// Map hits kept next to Forest hits when the Map did not answer.
@@ -65,7 +63,7 @@ pub struct MapProvenance {
     /// The git identity the recording clone gave (not verified).
     pub recorded_by: Option<String>,
     /// Whether this hit may answer the search alone (skip_forest): this clone's entries, and
-    /// those of remotes listed in trusted_remotes.
+    /// those of remotes this clone trusts (`git config code-intel.trustRemote`).
     pub trusted: bool,
 }
 
@@ -131,6 +129,8 @@ pub struct RecordOutcomeOutput {
     pub logged: String,
     /// The Map entry learned (success only).
     pub map_entry: Option<MapEntry>,
+    /// Why the Map did not learn from a success (the outcome is logged all the same).
+    pub note: Option<String>,
 }
 
 fn unavailable(ws: &Workspace, error: &str) -> ToolError {
@@ -172,18 +172,10 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
     if collection != "forest" {
         let found = sem.search_map(&query_vector, n).map_err(|e| failed(ws, &e))?;
         notes.extend(map_notes(ws, &found));
-        out.map_hits = found.hits.into_iter().map(|h| hit_out(ws, h)).collect();
-        let shared: std::collections::BTreeSet<&str> = out
-            .map_hits
-            .iter()
-            .filter(|h| h.provenance.source == "shared")
-            .map(|h| h.provenance.remote.as_deref().unwrap_or("a remote"))
-            .collect();
-        if !shared.is_empty() {
-            let remotes = shared.into_iter().collect::<Vec<_>>().join(", ");
-            notes.push(ws.contract.message(&msg::MAP_SHARED_HITS, &[("remotes", &remotes)]));
-        }
+        let trusted = trusted_remotes(ws);
+        out.map_hits = found.hits.into_iter().map(|h| hit_out(&trusted, h)).collect();
         if collection == "map" {
+            notes.extend(shared_note(ws, &out.map_hits));
             out.note = joined(notes);
             return Ok(out);
         }
@@ -191,7 +183,9 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
         // beside the Forest's hits.
         if out.map_hits.iter().any(|h| h.score >= MAP_SHORTCUT && h.provenance.trusted) {
             out.skip_forest = true;
-            out.map_hits.retain(|h| h.score >= MAP_SHORTCUT);
+            // The answer is what this clone trusts: a teammate's hit, however close, is not
+            // part of an answer that leaves the Forest out.
+            out.map_hits.retain(|h| h.score >= MAP_SHORTCUT && h.provenance.trusted);
             notes.insert(0, ws.contract.message(&msg::MAP_ANSWERS, &[]));
             out.note = joined(notes);
             return Ok(out);
@@ -202,6 +196,7 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
             notes.push(ws.contract.message(&msg::MAP_SHARED_NOT_TRUSTED, &[("score", &score), ("remote", remote)]));
         }
         out.map_hits.truncate(MAP_HITS_WITH_FOREST);
+        notes.extend(shared_note(ws, &out.map_hits));
     }
 
     // The Forest: sync first when files changed (waiting a little), then search.
@@ -242,12 +237,36 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
     Ok(out)
 }
 
+/// The note that the shared hits among `hits` are a teammate's data, naming their remotes.
+fn shared_note(ws: &Workspace, hits: &[MapHitOut]) -> Option<String> {
+    let shared: std::collections::BTreeSet<&str> = hits
+        .iter()
+        .filter(|h| h.provenance.source == "shared")
+        .map(|h| h.provenance.remote.as_deref().unwrap_or("a remote"))
+        .collect();
+    (!shared.is_empty()).then(|| {
+        let remotes = shared.into_iter().collect::<Vec<_>>().join(", ");
+        ws.contract.message(&msg::MAP_SHARED_HITS, &[("remotes", &remotes)])
+    })
+}
+
 fn joined(notes: Vec<String>) -> Option<String> {
     (!notes.is_empty()).then(|| notes.join(" "))
 }
 
+/// The git configuration key that lists the remotes whose Map entries this clone trusts.
+pub const TRUST_KEY: &str = "code-intel.trustRemote";
+
+/// The remotes this clone trusts (`git config --add code-intel.trustRemote <remote>`): a choice
+/// of the clone, in its own configuration, so nothing a remote or a branch carries can make it.
+fn trusted_remotes(ws: &Workspace) -> Vec<String> {
+    let Ok(repo) = gix::open(ws.repo.root()) else { return Vec::new() };
+    let config = repo.config_snapshot();
+    config.strings(TRUST_KEY).unwrap_or_default().iter().map(|v| v.to_string()).collect()
+}
+
 /// A Map hit as the agent reads it: the entry, its score, and where it came from.
-fn hit_out(ws: &Workspace, hit: MapHit) -> MapHitOut {
+fn hit_out(trusted: &[String], hit: MapHit) -> MapHitOut {
     let recorded_by = (!hit.entry.recorded_by.is_empty()).then(|| hit.entry.recorded_by.clone());
     let provenance = match hit.origin {
         Origin::Local => {
@@ -255,7 +274,7 @@ fn hit_out(ws: &Workspace, hit: MapHit) -> MapHitOut {
         }
         Origin::Shared { remote, commit } => MapProvenance {
             source: "shared".into(),
-            trusted: remote.as_ref().is_some_and(|r| ws.config.trusted_remotes.contains(r)),
+            trusted: remote.as_ref().is_some_and(|r| trusted.contains(r)),
             remote,
             commit: commit.map(|c| c.to_string()),
             recorded_by,
@@ -347,7 +366,7 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
         // The last session this clone finished: a teammate's, merged in with the shared
         // history, is never credited here.
         None => store
-            .last_finished_here(HISTORY_LOOKBACK)
+            .last_finished_here()
             .map_err(|e| err(&e))?
             .and_then(|v| serde_json::from_value::<SessionFacts>(v).ok()),
     };
@@ -355,6 +374,7 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
         return Err(ws.tool_error(&msg::NO_SESSION_FOR_OUTCOME, &[]).into());
     };
     let now = chrono::Utc::now().to_rfc3339();
+    let mut note = None;
     let map_entry = if outcome == "success" {
         let recorded_by = gix::open(ws.repo.root())
             .map(|repo| {
@@ -363,8 +383,14 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
             })
             .unwrap_or_default();
         let entry = learning::entry_for(&facts, |file, line| symbol_at(ws, file, line), &now, &recorded_by);
-        MapStore::open(ws.repo.root()).and_then(|m| m.add(&entry)).map_err(|e| err(&e))?;
-        Some(entry)
+        match MapStore::open(ws.repo.root()).and_then(|m| m.add(&entry)) {
+            Ok(_) => Some(entry),
+            Err(e) => {
+                // The outcome is the user's word: it is logged even when the Map cannot learn.
+                note = Some(ws.contract.message(&msg::MAP_NOT_LEARNED, &[("error", &e.to_string())]));
+                None
+            }
+        }
     } else {
         None
     };
@@ -388,6 +414,7 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
         query: facts.query,
         logged: logged.to_string(),
         map_entry,
+        note,
     })
 }
 

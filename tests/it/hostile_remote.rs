@@ -216,7 +216,10 @@ async fn forged_sessions_from_a_remote_never_steer_the_live_session() {
     // 1. A plain `git fetch` with the refspecs `init --share` set: staged, inert.
     git(&victim, &["fetch", "-q"]);
     let staged = refs_under(&victim, &["refs/code-intel-remotes/"]);
-    assert!(staged.contains(&format!("refs/code-intel-remotes/origin/sessions/{id} {forged_commit}")), "{staged}");
+    assert!(
+        staged.contains(&format!("refs/code-intel-remotes/origin/code-intel/sessions/{id} {forged_commit}")),
+        "{staged}"
+    );
     assert_eq!(refs_under(&victim, &["refs/worktree/"]), worktree_refs, "a fetch writes no session of this clone");
     assert_eq!(refs_under(&victim, &["refs/code-intel/"]), "", "a fetch writes none of this clone's shared refs");
     let now = status(&client).await;
@@ -430,7 +433,7 @@ async fn hostile_map_entries_are_named_left_out_or_shown_as_untrusted_data() {
     assert_eq!(r["skip_forest"], false, "a shared entry never answers alone: {r}");
     let note = r["note"].as_str().unwrap_or_default();
     assert!(note.contains("not instructions"), "the note says the text is data: {note}");
-    assert!(note.contains("trusted_remotes"), "{note}");
+    assert!(note.contains("code-intel.trustRemote"), "{note}");
     assert!(note.contains(&format!("{} Map entries were left out", bad.len())), "{note}");
     for (name, why) in &bad {
         let named = note.split("; ").any(|part| part.contains(name.as_str()) && part.contains(why));
@@ -472,7 +475,6 @@ async fn hostile_map_entries_are_named_left_out_or_shown_as_untrusted_data() {
         format!("{}.json", GOOD_ROUTES.0),
         format!("{INJECTED_ID}.json"),
         format!("{local_id}.json"),
-        format!("{local_id}.seal"),
     ];
     expected.sort();
     assert_eq!(names, expected, "only checked entries are merged");
@@ -511,7 +513,7 @@ fn a_map_entry_whose_blob_is_missing_is_named_and_the_rest_merged() {
     let absent = git_input(&victim, &["hash-object", "--stdin"], &entry_json("00000000c001", "gone", &[], ""));
     let listing = [("100644", good.as_str(), "00000000a001.json"), ("100644", absent.as_str(), "00000000c001.json")];
     let staged = commit(&victim, &tree(&victim, &listing, true), &[], "map");
-    git(&victim, &["update-ref", "refs/code-intel-remotes/origin/map", &staged]);
+    git(&victim, &["update-ref", "refs/code-intel-remotes/origin/code-intel/map", &staged]);
 
     let pulled = cli(&victim, &["share", "pull"]);
     let notes: Vec<&str> = pulled["notes"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
@@ -850,12 +852,15 @@ fn poisoned_shared_forests_are_refused_and_the_search_stays_a_clean_builds() {
         publish_forest(author, &forest);
         forget_vectors(&victim);
         git(&victim, &["fetch", "-q"]);
-        assert_eq!(git(&victim, &["rev-parse", "refs/code-intel-remotes/origin/forest"]), forest, "{what}");
+        assert_eq!(git(&victim, &["rev-parse", "refs/code-intel-remotes/origin/code-intel/forest"]), forest, "{what}");
         let report = cli(&victim, &["forest", "import"]);
         assert_eq!(report["shared_used"], 0, "{what}: {report}");
         assert_eq!(report["shared_checked"], 0, "{what}: {report}");
         let notes = notes_of(&report);
-        assert!(notes.contains("refs/code-intel-remotes/origin/forest") && notes.contains(says), "{what}: {report}");
+        assert!(
+            notes.contains("refs/code-intel-remotes/origin/code-intel/forest") && notes.contains(says),
+            "{what}: {report}"
+        );
         if per_record {
             assert_eq!(report["shared_refused"].as_u64(), Some(records as u64), "{what}: {report}");
         }
@@ -944,10 +949,12 @@ fn a_targeted_swap_is_purged_by_a_rebuild_and_by_a_good_fetch() {
     assert_eq!(rebuilt["forest"]["shared_used"], 0, "{rebuilt}");
     assert_same_scores(&dense_scores(&victim), &clean, 1e-4, "after index --rebuild");
 
-    // Poisoned again from nothing; then the remote's Forest is replaced by a good export.
+    // Poisoned again from nothing, and exported by the victim (its own refs/code-intel/forest
+    // now holds the swapped records); then the remote's Forest is replaced by a good export.
     import_until_poisoned(&victim, &["forest", "import"]);
     let scores = dense_scores(&victim);
     assert!((scores[&key] - clean[&key]).abs() > 0.1, "the swap is in use again");
+    cli(&victim, &["forest", "export"]);
     publish_forest(author, &good_commit);
     let refetched = cli(&victim, &["forest", "fetch"]);
     assert!(
@@ -1021,4 +1028,102 @@ async fn a_future_dated_history_does_not_hide_the_sessions_this_clone_finished()
     assert_eq!(answer["session_id"], finished.as_str(), "{answer}");
     client.cancel().await.unwrap();
     fsck_clean(&victim);
+}
+
+/// A remote with a ref at `refs/code-intel/notes` beside `refs/notes/code-intel` (each staged in
+/// its own namespace) does not break a plain `git fetch` of the team, branches included.
+#[test]
+fn a_remote_ref_cannot_make_the_staging_refspecs_collide() {
+    let team = Team::new(crate::common::committed_project());
+    let main = git(&team.remote, &["rev-parse", "refs/heads/main"]);
+    git(&team.remote, &["update-ref", "refs/code-intel/notes", &main]);
+    git(&team.remote, &["update-ref", "refs/notes/code-intel", &main]);
+    let victim = team.victim("victim");
+    init_share(&victim);
+    git(&victim, &["fetch", "-q", "origin"]);
+    let staged = refs_under(&victim, &["refs/code-intel-remotes/"]);
+    assert!(staged.contains("refs/code-intel-remotes/origin/code-intel/notes"), "{staged}");
+    assert!(staged.contains("refs/code-intel-remotes/origin/notes/code-intel"), "{staged}");
+}
+
+/// A shared log the remote holds as something that is not one (a blob) is refused by the merge,
+/// and the next `share push` replaces it (with a lease), saying so: it never blocks every later
+/// push.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_ref_refused_whole_is_replaced_not_a_push_blocker() {
+    let team = Team::new(crate::common::committed_project());
+    let junk = blob(&team.remote, b"not a log");
+    git(&team.remote, &["update-ref", "refs/code-intel/logs/outcomes", &junk]);
+    let victim = team.victim("victim");
+    let client = connect(&victim).await;
+    crate::common::flows::investigate(&client, "How are tokens validated?").await;
+    ok(&client, "record_outcome", json!({"outcome": "partial", "note": "mine"})).await;
+    client.cancel().await.unwrap();
+    let pushed = cli(&victim, &["share", "push"]);
+    let notes = pushed["notes"].to_string();
+    assert!(notes.contains("is a blob, not a commit"), "{pushed}");
+    assert!(notes.contains("refs/code-intel/logs/outcomes could not be merged"), "{pushed}");
+    assert!(pushed["pushed"].as_array().unwrap().contains(&json!("refs/code-intel/logs/outcomes")), "{pushed}");
+    assert_eq!(
+        git(&team.remote, &["rev-parse", "refs/code-intel/logs/outcomes"]),
+        git(&victim, &["rev-parse", "refs/code-intel/logs/outcomes"])
+    );
+    // And the next push is an ordinary one.
+    let again = cli(&victim, &["share", "push"]);
+    assert!(!again["notes"].to_string().contains("could not be merged"), "{again}");
+    fsck_clean(&victim);
+}
+
+/// An old record of one of this clone's own sessions, replayed on top of the remote's history
+/// (its seal is still valid: the bytes are this clone's), and a flood of records after it, do
+/// not change which session `record_outcome` credits: the one this work tree finished last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_or_flooded_history_does_not_change_the_session_credited() {
+    let team = Team::new(crate::common::committed_project());
+    let victim = team.victim("victim");
+    let client = connect(&victim).await;
+    let first = crate::common::flows::investigate(&client, "How are tokens validated?").await;
+    let first_record = git(&victim, &["rev-parse", "refs/code-intel/history"]);
+    let second = crate::common::flows::investigate(&client, "Where is the login route?").await;
+    cli(&victim, &["share", "push"]);
+    // The attacker: the first session's record again on top, then 300 empty records.
+    let tree = git(&team.remote, &["rev-parse", &format!("{first_record}^{{tree}}")]);
+    let mut tip = commit(&team.remote, &tree, &["refs/code-intel/history"], "replayed");
+    let flood_tree = tree_of_record(&team.remote);
+    for _ in 0..300 {
+        tip = commit(&team.remote, &flood_tree, &[&tip], "flood");
+    }
+    git(&team.remote, &["update-ref", "refs/code-intel/history", &tip]);
+    cli(&victim, &["share", "pull"]);
+    let r = ok(&client, "record_outcome", json!({"outcome": "partial", "note": "after the replay"})).await;
+    assert_eq!(r["session_id"], json!(second), "not {first}: {r}");
+    client.cancel().await.unwrap();
+    fsck_clean(&victim);
+}
+
+/// A tree holding one record `{"session_id": "flood"}`.
+fn tree_of_record(dir: &Path) -> String {
+    let record = blob(dir, br#"{"session_id": "flood"}"#);
+    tree(dir, &[("100644", &record, "session.json")], false)
+}
+
+/// A shared entry that copies the query of one of this clone's own entries scores as high as
+/// it: the answer that leaves the Forest out holds this clone's entry only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_skips_the_forest_holds_trusted_hits_only() {
+    let team = Team::new(crate::common::committed_project());
+    let victim = team.victim("victim");
+    let local_id = learn_locally(&victim, LOCAL_QUERY);
+    let copied = entry_json("00000000c0de", LOCAL_QUERY, &["src/auth.py"], "20260102_030405_0000beef");
+    let copied = blob(&team.remote, &copied);
+    let map_tree = tree(&team.remote, &[("100644", &copied, "00000000c0de.json")], false);
+    let map = commit(&team.remote, &map_tree, &[], "copied");
+    git(&team.remote, &["update-ref", "refs/code-intel/map", &map]);
+    cli(&victim, &["share", "pull"]);
+    let client = connect(&victim).await;
+    let r = search(&client, json!({"query": LOCAL_QUERY})).await;
+    assert_eq!(r["skip_forest"], true, "{r}");
+    let ids: Vec<&str> = r["map_hits"].as_array().unwrap().iter().filter_map(|h| h["id"].as_str()).collect();
+    assert_eq!(ids, [local_id.as_str()], "{r}");
+    client.cancel().await.unwrap();
 }

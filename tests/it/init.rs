@@ -182,9 +182,13 @@ fn share_stages_shared_refs_and_leaves_push_alone() {
     crate::common::git(root, &["add", "-A"]);
     crate::common::git(root, &["commit", "-q", "-m", "initial"]);
     crate::common::git(root, &["remote", "add", "origin", remote.path().to_str().unwrap()]);
-    // What an earlier `init --share` configured.
+    // What an earlier `init --share` configured, one refspec in a second section of the remote
+    // (git reads them as one).
+    let config = root.join(".git/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[remote \"origin\"]\n\tfetch = +refs/code-intel/*:refs/code-intel/*\n");
+    std::fs::write(&config, text).unwrap();
     for (key, value) in [
-        ("remote.origin.fetch", "+refs/code-intel/*:refs/code-intel/*"),
         ("remote.origin.fetch", "+refs/notes/code-intel*:refs/notes/code-intel*"),
         ("remote.origin.push", "HEAD"),
         ("remote.origin.push", "refs/code-intel/*:refs/code-intel/*"),
@@ -199,16 +203,14 @@ fn share_stages_shared_refs_and_leaves_push_alone() {
         fetch.lines().collect::<Vec<_>>(),
         [
             "+refs/heads/*:refs/remotes/origin/*",
-            "+refs/code-intel/*:refs/code-intel-remotes/origin/*",
-            "+refs/notes/code-intel*:refs/code-intel-remotes/origin/notes*"
+            "+refs/code-intel/*:refs/code-intel-remotes/origin/code-intel/*",
+            "+refs/notes/code-intel*:refs/code-intel-remotes/origin/notes/code-intel*"
         ]
     );
-    let push = std::process::Command::new("git")
-        .args(["config", "--get-all", "remote.origin.push"])
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(push.stdout.is_empty(), "no push refspec: {}", String::from_utf8_lossy(&push.stdout));
+    // The legacy push refspecs are gone; `HEAD` may be the user's own: kept, and named.
+    assert_eq!(crate::common::git(root, &["config", "--get-all", "remote.origin.push"]), "HEAD");
+    let config = report.iter().find(|r| r["path"] == ".git/config").unwrap();
+    assert!(config["note"].as_str().unwrap().contains("git config --unset remote.origin.push HEAD"), "{config}");
     assert_eq!(action(&init(root, &["--share"]), ".git/config"), "unchanged", "idempotent");
 
     // The remote has a shared history, and (pushed by an old version) a session and its claim.
@@ -222,7 +224,10 @@ fn share_stages_shared_refs_and_leaves_push_alone() {
     init(clone.path(), &["--share"]);
     crate::common::git(clone.path(), &["fetch", "-q"]);
     // Staged, not written over this clone's refs; the session is inert there.
-    assert_eq!(crate::common::git(clone.path(), &["rev-parse", "refs/code-intel-remotes/origin/history"]), head);
+    assert_eq!(
+        crate::common::git(clone.path(), &["rev-parse", "refs/code-intel-remotes/origin/code-intel/history"]),
+        head
+    );
     let own = crate::common::git(
         clone.path(),
         &["for-each-ref", "--format=%(refname)", "refs/code-intel/", "refs/worktree/"],

@@ -36,10 +36,6 @@ pub struct Config {
     /// `make check`): in the verification phases the hooks let them run, and the prompts name
     /// them. Empty: the usual runners of the ecosystems found at the root ([`crate::verify`]).
     pub verify_commands: Vec<String>,
-    /// Remotes whose shared Map entries may answer a semantic search alone (`skip_forest`),
-    /// like this clone's own. Empty: only entries this clone learned do; a teammate's are shown
-    /// as data beside the Forest's hits.
-    pub trusted_remotes: Vec<String>,
 }
 
 impl Default for Config {
@@ -57,7 +53,6 @@ impl Default for Config {
             garbage: crate::garbage::GarbageRules::default(),
             read_only_commands: Vec::new(),
             verify_commands: Vec::new(),
-            trusted_remotes: Vec::new(),
         }
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! Logs that travel ([`crate::shared`]) are union-merged: a remote's staged tip becomes a second
 //! parent of a merge commit that holds no record, so every record of both sides stays reachable
-//! and the next push is a fast-forward. Reading walks the whole history, newest commit first,
+//! and the next push is a fast-forward. Reading walks the whole history breadth first from the
+//! tip (never by the dates commits carry),
 //! with every object checked and bounded ([`crate::untrusted`]): a record another clone wrote
 //! too large, unreadable or not a JSON object is skipped with a note, never failing the rest.
 //!
@@ -33,7 +34,7 @@ pub const MAX_RECORD_BYTES: u64 = 256 * 1024;
 const MAX_RECORD_TREE_BYTES: u64 = 4 * 1024;
 const MAX_SEAL_BYTES: u64 = 256;
 /// How far a merge looks for a common history before it simply makes a merge commit.
-const ANCESTRY_BUDGET: usize = 10_000;
+const ANCESTRY_BUDGET: usize = 2_000;
 
 /// Appends `record` to the log at `log_ref` as `file`; returns the new tip.
 pub fn append_as(
@@ -180,7 +181,14 @@ fn read_record(repo: &gix::Repository, id: ObjectId, tree: ObjectId, file: &str)
     Ok(Some(LogRecord { commit: id, bytes, value, seal }))
 }
 
-/// The newest `limit` records of the log as JSON values, newest first.
+/// The record in commit `commit` (`file`: the record's file name), read and checked as
+/// [`records`] reads each; None when the commit holds none.
+pub fn record_at(repo: &gix::Repository, commit: ObjectId, file: &str) -> Result<Option<LogRecord>, String> {
+    let info = untrusted::commit(repo, commit).map_err(|e| e.to_string())?;
+    read_record(repo, commit, info.tree, file)
+}
+
+/// The newest `limit` records of the log as JSON values, nearest the tip first.
 pub fn read_as(
     repo: &gix::Repository,
     log_ref: &str,

@@ -40,6 +40,8 @@ pub fn add_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<
 const MAX_NOTES_TREE_BYTES: u64 = 8 << 20;
 /// A note larger than this is left out of a merge.
 const MAX_NOTE_BYTES: u64 = 1 << 20;
+/// How far a merge looks for a common history before it simply makes a merge commit.
+const ANCESTRY_BUDGET: usize = 2_000;
 
 /// The notes of the tree at `commit`, by annotated object (hex): git's flat layout, and the
 /// one-level fan-out (`ab/cdef…`) that `git notes` uses for many notes. Entries that are not
@@ -94,7 +96,7 @@ fn notes_of(
     Ok(out)
 }
 
-/// Merges every remote's staged notes (`refs/code-intel-remotes/<remote>/notes`) into
+/// Merges every remote's staged notes (`refs/code-intel-remotes/<remote>/notes/code-intel`) into
 /// `refs/notes/code-intel`: the union of both sides' notes, this clone's note kept where both
 /// annotate the same commit, in a merge commit with both tips as parents. Returns a note for
 /// each entry or tip left out.
@@ -117,20 +119,24 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
         for _ in 0..20 {
             let local = ref_id(repo, NOTES_REF)?;
             let mut edits = vec![shared.mark_merged(&staged)?];
-            if let Some(theirs) = &theirs
-                && local != Some(staged.tip)
-            {
+            // Their commit must end up in this clone's history (else the next push is refused
+            // as not a fast-forward), even when it brings no note that is new here.
+            let already = local.is_some_and(|l| {
+                l == staged.tip || crate::untrusted::is_ancestor(repo, staged.tip, l, ANCESTRY_BUDGET) == Some(true)
+            });
+            if let Some(theirs) = theirs.as_ref().filter(|_| !already) {
                 let mut ours = match local {
                     Some(l) => {
                         notes_of(repo, l, &mut Vec::new(), &mut true).map_err(|e| crate::Error::Git(e.to_string()))?
                     }
                     None => Default::default(),
                 };
-                let before = ours.len();
+                let mut conflicts = false;
                 for (object, note) in theirs {
                     match ours.get(object) {
                         Some(mine) if mine != note => {
-                            skipped.push(format!("notes: {object} has a note here already; the remote's is left out"))
+                            conflicts = true;
+                            skipped.push(format!("notes: {object} has a note here already; the remote's is left out"));
                         }
                         Some(_) => {}
                         None => {
@@ -138,7 +144,12 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
                         }
                     }
                 }
-                let next = if local.is_none() || ours.len() != before {
+                let behind = local
+                    .is_none_or(|l| crate::untrusted::is_ancestor(repo, l, staged.tip, ANCESTRY_BUDGET) == Some(true));
+                let next = if complete && behind && !conflicts && ours.len() == theirs.len() {
+                    // Theirs holds every note of ours: take their commit as it is.
+                    staged.tip
+                } else {
                     let entries = ours
                         .iter()
                         .map(|(name, oid)| gix::objs::tree::Entry {
@@ -149,17 +160,9 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
                         .collect();
                     let tree = repo.write_object(&gix::objs::Tree { entries }).map_err(crate::git)?.detach();
                     let parents: Vec<ObjectId> = local.into_iter().chain(complete.then_some(staged.tip)).collect();
-                    Some(
-                        write_commit_with(repo, tree, &parents, "Notes merged by git-code-intel")
-                            .map_err(crate::git)?,
-                    )
-                } else {
-                    None
+                    write_commit_with(repo, tree, &parents, "Notes merged by git-code-intel").map_err(crate::git)?
                 };
-                if let Some(next) = next {
-                    let expected = expecting(local);
-                    edits.push(update(NOTES_REF, expected, Target::Object(next), "notes: merge a remote's notes")?);
-                }
+                edits.push(update(NOTES_REF, expecting(local), Target::Object(next), "notes: merge a remote's notes")?);
             }
             match apply(repo, edits) {
                 Ok(()) => {
@@ -218,5 +221,39 @@ mod tests {
         let parents = git(&b, &["rev-list", "--parents", "-n", "1", NOTES_REF]);
         assert_eq!(parents.split(' ').count(), 3, "{parents}");
         git(&b, &["fsck", "--strict", "--no-progress"]);
+    }
+
+    /// A staged tip that brings no new note is still taken into the history, or the next push
+    /// would be refused as not a fast-forward.
+    #[test]
+    fn a_staged_tip_with_nothing_new_still_becomes_an_ancestor() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = dir.path().join("remote.git");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        git(&a, &["init", "-q"]);
+        git(&a, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        git(dir.path(), &["clone", "-q", "--bare", a.to_str().unwrap(), remote.to_str().unwrap()]);
+        git(dir.path(), &["clone", "-q", remote.to_str().unwrap(), b.to_str().unwrap()]);
+        git(&a, &["remote", "add", "origin", remote.to_str().unwrap()]);
+        let one = ObjectId::from_hex(git(&a, &["rev-parse", "HEAD"]).as_bytes()).unwrap();
+        let [_, spec] = crate::shared::fetch_refspecs("origin");
+        let notes = format!("{NOTES_REF}:{NOTES_REF}");
+        let (repo_a, repo_b) = (gix::open(&a).unwrap(), gix::open(&b).unwrap());
+        add_note(&repo_a, one, "the note").unwrap();
+        git(&a, &["push", "-q", "origin", &notes]);
+        // b fetches it, merges (nothing of its own), and a rewrites the remote's tip with a
+        // commit holding the same notes.
+        git(&b, &["fetch", "-q", "origin", &spec]);
+        merge_staged(&repo_b).unwrap();
+        let tree = git(&a, &["rev-parse", &format!("{NOTES_REF}^{{tree}}")]);
+        let same = git(&a, &["commit-tree", &tree, "-p", NOTES_REF, "-m", "same notes"]);
+        git(&a, &["update-ref", NOTES_REF, &same]);
+        git(&a, &["push", "-q", "origin", &notes]);
+        git(&b, &["fetch", "-q", "origin", &spec]);
+        assert!(merge_staged(&repo_b).unwrap().is_empty());
+        // b's notes now hold the remote's tip: its push is a fast-forward.
+        git(&b, &["merge-base", "--is-ancestor", &same, NOTES_REF]);
+        git(&b, &["push", "-q", "origin", &notes]);
     }
 }

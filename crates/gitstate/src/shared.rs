@@ -4,7 +4,8 @@
 //! vectors and the merge notes. A fetch never writes them: it stages what a remote has under
 //! `refs/code-intel-remotes/<remote>/<name>` (like `refs/remotes/` for branches), and this clone
 //! merges that into its own refs (union merges that lose no record), after checking it, the next
-//! time it reads them or when `git code-intel share` runs. `refs/code-intel-local/merged/…`
+//! time it reads them or when `git code-intel share` runs (a staged ref keeps its name below
+//! `refs/`: `refs/code-intel-remotes/origin/code-intel/map`, `…/origin/notes/code-intel`). `refs/code-intel-local/merged/…`
 //! remembers which remote tip each merge took in, so a tip is merged (and checked) once.
 //!
 //! Never shared: sessions and their active claim (per work tree, under `refs/worktree/`), the
@@ -29,11 +30,13 @@ pub struct SharedRef {
     pub short: &'static str,
 }
 
-pub const MAP: SharedRef = SharedRef { local: "refs/code-intel/map", short: "map" };
-pub const HISTORY: SharedRef = SharedRef { local: "refs/code-intel/history", short: "history" };
-pub const OUTCOMES: SharedRef = SharedRef { local: "refs/code-intel/logs/outcomes", short: "logs/outcomes" };
-pub const FOREST: SharedRef = SharedRef { local: "refs/code-intel/forest", short: "forest" };
-pub const NOTES: SharedRef = SharedRef { local: crate::NOTES_REF, short: "notes" };
+// A staged ref keeps its name below `refs/`, so the two refspecs (`refs/code-intel/*` and the
+// notes) can never write to one place, whatever refs a remote has.
+pub const MAP: SharedRef = SharedRef { local: "refs/code-intel/map", short: "code-intel/map" };
+pub const HISTORY: SharedRef = SharedRef { local: "refs/code-intel/history", short: "code-intel/history" };
+pub const OUTCOMES: SharedRef = SharedRef { local: "refs/code-intel/logs/outcomes", short: "code-intel/logs/outcomes" };
+pub const FOREST: SharedRef = SharedRef { local: "refs/code-intel/forest", short: "code-intel/forest" };
+pub const NOTES: SharedRef = SharedRef { local: crate::NOTES_REF, short: "notes/code-intel" };
 
 /// Every shared ref.
 pub const ALL: [SharedRef; 5] = [MAP, HISTORY, OUTCOMES, FOREST, NOTES];
@@ -44,7 +47,7 @@ pub const ALL: [SharedRef; 5] = [MAP, HISTORY, OUTCOMES, FOREST, NOTES];
 /// have yet. Refs of the remote's namespace other than [`ALL`] are staged too and never read.
 pub fn fetch_refspecs(remote: &str) -> [String; 2] {
     [
-        format!("+refs/code-intel/*:{TRACKING_PREFIX}{remote}/*"),
+        format!("+refs/code-intel/*:{TRACKING_PREFIX}{remote}/code-intel/*"),
         format!("+{}*:{TRACKING_PREFIX}{remote}/{}*", NOTES.local, NOTES.short),
     ]
 }
@@ -62,7 +65,7 @@ pub fn valid_remote_name(name: &str) -> bool {
 }
 
 impl SharedRef {
-    /// `refs/code-intel-remotes/<remote>/<short>`.
+    /// `refs/code-intel-remotes/<remote>/<its name below refs/>`.
     pub fn tracking(&self, remote: &str) -> String {
         format!("{TRACKING_PREFIX}{remote}/{}", self.short)
     }

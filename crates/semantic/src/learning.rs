@@ -77,4 +77,5 @@ pub fn entry_for(
         recorded_at: now.to_owned(),
         recorded_by: recorded_by.to_owned(),
     }
+    .fitted()
 }

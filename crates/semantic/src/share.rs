@@ -14,9 +14,9 @@
 //! A shard whose vectors did not change is the same blob, so git stores and sends it once.
 //!
 //! Reading ([`SharedVectors`]) is on demand: a sync asks for the key of each chunk its own cache
-//! does not hold, in this clone's ref and in every remote's staged one
-//! (`refs/code-intel-remotes/<remote>/forest`), and gets a vector only from a record that passes
-//! the checks: another model's vectors (fingerprint, dimension) are never read; a shard over its
+//! does not hold, in every remote's staged Forest
+//! (`refs/code-intel-remotes/<remote>/code-intel/forest`; never this clone's own ref, which is
+//! only what it publishes), and gets a vector only from a record that passes the checks: another model's vectors (fingerprint, dimension) are never read; a shard over its
 //! size limit or of the wrong kind is refused from its header; a record whose scale is not
 //! finite and within what a unit vector quantizes to, whose vector is not of unit length, or
 //! that is the same in every direction, is refused. What a sync takes from a shared Forest is
@@ -24,9 +24,9 @@
 //! checked against the model, and never written to this clone's own embedding cache, so
 //! `index --rebuild` recomputes all of it.
 //!
-//! Writing ([`export`]) merges: this clone's own vectors, plus every record of the shared
-//! Forests it can see that passes the same checks, so an export never drops a teammate's
-//! vectors. Nothing here touches the network: `git code-intel share` and `forest push|fetch`
+//! Writing ([`export`]) merges: this clone's own vectors, plus every record of the staged Forests
+//! that passes the same checks, so an export does not drop a teammate's vectors (up to a size
+//! limit, this clone's own first). Nothing here touches the network: `git code-intel share` and `forest push|fetch`
 //! run `git push|fetch` for the transport (gix has no push), and only when the user asks.
 
 use std::collections::{BTreeMap, HashMap};
@@ -56,6 +56,8 @@ const MAX_SHARDS_TREE_BYTES: u64 = 16 * 1024;
 pub const MAX_SHARD_BYTES: u64 = 32 << 20;
 /// A shared Forest whose shards add up to more than this (about 600,000 vectors) is not used.
 pub const MAX_SOURCE_BYTES: u64 = 256 << 20;
+/// What a note about another model's Forest ends with (and what tells that refusal apart).
+pub const OTHER_MODEL: &str = "its vectors are not used, everything is embedded here";
 /// Shards held in memory during one sync, in bytes; past it they are read again as needed.
 const SHARD_MEMORY: usize = 128 << 20;
 /// Notes kept about refused records (the count is always given).
@@ -85,6 +87,9 @@ pub struct ShareReport {
     pub kept_from_shared: usize,
     /// Records of those Forests that failed the checks and were left out.
     pub refused: usize,
+    /// Records of those Forests left out because the export reached its size limit (this
+    /// clone's own vectors come first).
+    pub left_out: usize,
     /// The commit `refs/code-intel/forest` points at.
     pub commit: Option<String>,
     pub notes: Vec<String>,
@@ -184,17 +189,15 @@ pub struct Found {
 }
 
 impl SharedVectors {
-    /// The shared Forests of this model under `root`'s refs: this clone's `refs/code-intel/forest`
-    /// first, then every remote's staged one, except the commits in `exclude` (found poisoned
-    /// before). One that is another model's, unreadable or over its limits is left out with a
-    /// note.
+    /// The shared Forests of this model: every remote's staged one, except the commits in
+    /// `exclude` (found poisoned before). One that is another model's, unreadable or over its
+    /// limits is left out with a note. This clone's own `refs/code-intel/forest` is not read: it
+    /// is what this clone publishes (its own vectors and the records it took from these), so
+    /// reading it back would keep a record a remote has since dropped or corrected.
     pub fn open(root: &Path, model: &[u8; 32], dim: usize, exclude: &[[u8; 20]]) -> SharedVectors {
         let mut out = SharedVectors::none(dim);
         let Ok(repo) = gix::open(root) else { return out };
         let mut refs: Vec<(String, ObjectId)> = Vec::new();
-        if let Ok(Some(tip)) = code_intel_gitstate::log::tip(&repo, FOREST_REF) {
-            refs.push((FOREST_REF.to_owned(), tip));
-        }
         if let Ok(staged) = shared::FOREST.tracking_tips(&repo) {
             refs.extend(staged.into_iter().map(|(remote, tip)| (shared::FOREST.tracking(&remote), tip)));
         }
@@ -331,14 +334,21 @@ fn open_source(
         .ok_or_else(|| format!("{name} has no FOREST manifest"))?;
     let manifest_bytes =
         untrusted::blob(repo, manifest_entry.oid, MAX_MANIFEST_BYTES).map_err(|e| format!("{name}: FOREST: {e}"))?;
-    let manifest: Manifest =
-        serde_json::from_slice(&manifest_bytes).map_err(|e| format!("{name}: FOREST is not a manifest: {e}"))?;
+    // serde's message would quote the offending text whole: say only where.
+    let manifest: Manifest = serde_json::from_slice(&manifest_bytes).map_err(|e| {
+        format!(
+            "{name}: FOREST is not a manifest ({:?} error at line {}, column {})",
+            e.classify(),
+            e.line(),
+            e.column()
+        )
+    })?;
     if manifest.format != FORMAT {
         return Err(format!("{name} is in format {}, not {FORMAT}", manifest.format));
     }
     if manifest.fingerprint != fingerprint || manifest.dimension != dim {
         return Err(format!(
-            "{name} holds vectors of another model ({}); they are not used, everything is embedded here",
+            "{name} holds vectors of another model ({}); {OTHER_MODEL}",
             untrusted::quote(&manifest.model, untrusted::QUOTED_CHARS)
         ));
     }
@@ -425,6 +435,11 @@ pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
             own[usize::from(key[0])].push((*key, buf.clone()));
         }
     }
+    // This clone's own vectors fill the budget first (a whole Forest within what a reader takes
+    // in, `MAX_SOURCE_BYTES`, with room to spare), then the teammates'.
+    let budget = (MAX_SOURCE_BYTES as usize) / 10 * 9;
+    let own_total: usize = own.iter().map(|s| 12 + s.len() * record_len).sum();
+    let mut spare = budget.saturating_sub(own_total);
     let mut entries = Vec::new();
     for first in 0..=255u8 {
         let mut records: BTreeMap<Key, Vec<u8>> = BTreeMap::new();
@@ -440,9 +455,14 @@ pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
         for i in 0..shared.sources.len() {
             let Some(shard) = shared.shard(i, first) else { continue };
             for (key, &at) in &shard.index {
-                if records.contains_key(key) || bytes + record_len > MAX_SHARD_BYTES as usize {
+                if records.contains_key(key) {
                     continue;
                 }
+                if bytes + record_len > MAX_SHARD_BYTES as usize || spare < record_len {
+                    report.left_out += 1;
+                    continue;
+                }
+                spare -= record_len;
                 let record = &shard.data[at + 32..at + record_len];
                 let scale = f32::from_le_bytes([record[0], record[1], record[2], record[3]]);
                 if check_record(scale, &record[4..]).is_err() {

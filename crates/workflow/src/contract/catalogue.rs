@@ -211,6 +211,7 @@ catalogue! {
     MAP_ENTRIES_SKIPPED = ["warnings", "map_entries_skipped"] ("count", "entries") Note;
     MAP_ENTRIES_NOT_SEARCHED = ["warnings", "map_entries_not_searched"] ("count", "limit") Note;
     MAP_ENTRIES_EMBEDDING = ["warnings", "map_entries_embedding"] ("pending", "searched") Note;
+    MAP_NOT_LEARNED = ["warnings", "map_not_learned"] ("error") Note;
     FOREST_SYNCING = ["warnings", "forest_syncing"] ("done", "total") Note;
     FOREST_SYNCING_SCANNING = ["warnings", "forest_syncing_scanning"] () Note;
     FOREST_SYNC_FAILED = ["warnings", "forest_sync_failed"] ("error") Note;
