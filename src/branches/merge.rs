@@ -48,6 +48,7 @@ pub fn plan_merge(
             super::TASK_BRANCH_PREFIX
         )));
     }
+    super::not_checked_out_elsewhere(repo, base_branch, &format!("merging {task_branch} into it"))?;
     let task_ref = format!("refs/heads/{task_branch}");
     let base_ref = format!("refs/heads/{base_branch}");
     let task_tip =

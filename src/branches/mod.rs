@@ -46,6 +46,40 @@ pub(crate) fn open(root: &Path) -> Result<gix::Repository, crate::Error> {
 
 pub(crate) use code_intel_gitstate::refs::{ref_id, tree_of};
 
+/// The branches checked out in the other work trees of the repository (`git worktree`), each
+/// with its work tree's path: another agent's session (or the user) works there, so nothing here
+/// may delete, merge into or check out those branches.
+pub(crate) fn checked_out_elsewhere(
+    repo: &gix::Repository,
+) -> Result<std::collections::BTreeMap<String, String>, crate::Error> {
+    let here = std::fs::canonicalize(repo.git_dir()).unwrap_or_else(|_| repo.git_dir().to_path_buf());
+    let mut out = std::collections::BTreeMap::new();
+    for other in repo.worktrees_including_main().map_err(|e| crate::Error::Branch(e.to_string()))? {
+        // A work tree that cannot be opened (its directory deleted without `git worktree prune`)
+        // has nothing checked out that could be touched from here.
+        let Ok(other) = other else { continue };
+        let dir = std::fs::canonicalize(other.git_dir()).unwrap_or_else(|_| other.git_dir().to_path_buf());
+        if dir == here || other.workdir().is_none() {
+            continue;
+        }
+        if let Ok(Some(head)) = other.head_name() {
+            let path = other.workdir().map(|w| w.display().to_string()).unwrap_or_default();
+            out.insert(head.shorten().to_string(), path);
+        }
+    }
+    Ok(out)
+}
+
+/// Refuses an operation on `branch` when another work tree has it checked out, saying which.
+pub(crate) fn not_checked_out_elsewhere(repo: &gix::Repository, branch: &str, doing: &str) -> Result<(), crate::Error> {
+    match checked_out_elsewhere(repo)?.get(branch) {
+        Some(path) => Err(crate::Error::Branch(format!(
+            "{branch} is checked out in the work tree at {path}, so {doing} from here would change that work tree's branch under it; switch that work tree to another branch (or do this from it) and retry"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Plans creating the task branch at the current commit and making it HEAD, as one ref
 /// transaction with reflog entries. The work tree and the index are untouched: the branch points
 /// at the commit they are based on, so uncommitted work carries over, and is remembered now

@@ -22,16 +22,34 @@ pub struct StaleBranch {
     pub current: bool,
 }
 
-/// Every `llm_task_*` branch with its base and commits ahead.
+/// Every `llm_task_*` branch this work tree may act on, with its base and commits ahead. A task
+/// branch checked out in another work tree of the repository is that tree's session's (or the
+/// user's) and is left out; [`elsewhere`] names those. A branch ref that cannot be read is an
+/// error, not something to skip: it could hold work.
 pub fn list(root: &Path) -> Result<Vec<StaleBranch>, crate::Error> {
     list_in(&super::open(root)?)
 }
 
+/// The `llm_task_*` branches checked out in other work trees, each with that work tree's path.
+pub fn elsewhere(root: &Path) -> Result<Vec<InUseElsewhere>, crate::Error> {
+    Ok(all_in(&super::open(root)?)?.1)
+}
+
 fn list_in(repo: &gix::Repository) -> Result<Vec<StaleBranch>, crate::Error> {
+    Ok(all_in(repo)?.0)
+}
+
+/// A task branch checked out in another work tree, with that work tree's path.
+pub type InUseElsewhere = (StaleBranch, String);
+
+/// The task branches: those of this work tree's sessions, and those checked out elsewhere.
+fn all_in(repo: &gix::Repository) -> Result<(Vec<StaleBranch>, Vec<InUseElsewhere>), crate::Error> {
     let head = repo.head_name().map_err(|e| e.to_string())?.map(|n| n.shorten().to_string());
+    let in_use = super::checked_out_elsewhere(repo)?;
     let platform = repo.references().map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    for r in platform.prefixed("refs/heads/llm_task_").map_err(|e| e.to_string())?.flatten() {
+    let (mut here, mut elsewhere) = (Vec::new(), Vec::new());
+    for r in platform.prefixed("refs/heads/llm_task_").map_err(|e| e.to_string())? {
+        let r = r.map_err(|e| e.to_string())?;
         let branch = r.name().shorten().to_string();
         let Some(tip) = r.target().try_id().map(ToOwned::to_owned) else { continue };
         let base = parse_task_branch(&branch).map(|(_, b)| b);
@@ -40,10 +58,15 @@ fn list_in(repo: &gix::Repository) -> Result<Vec<StaleBranch>, crate::Error> {
             None => None,
         };
         let ahead = ahead_of(repo, tip, base_tip)?;
-        out.push(StaleBranch { current: head.as_deref() == Some(branch.as_str()), branch, base, ahead });
+        let b = StaleBranch { current: head.as_deref() == Some(branch.as_str()), branch, base, ahead };
+        match in_use.get(&b.branch) {
+            Some(path) => elsewhere.push((b, path.clone())),
+            None => here.push(b),
+        }
     }
-    out.sort_by(|a, b| a.branch.cmp(&b.branch));
-    Ok(out)
+    here.sort_by(|a, b| a.branch.cmp(&b.branch));
+    elsewhere.sort_by(|a, b| a.0.branch.cmp(&b.0.branch));
+    Ok((here, elsewhere))
 }
 
 fn ahead_of(repo: &gix::Repository, tip: ObjectId, base: Option<ObjectId>) -> Result<usize, crate::Error> {
@@ -63,6 +86,7 @@ pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> 
         let base = b
             .base
             .ok_or_else(|| format!("HEAD is on {}, whose base is unknown; check out a branch first", b.branch))?;
+        super::not_checked_out_elsewhere(repo, &base, &format!("leaving {} for it", b.branch))?;
         let base_ref = format!("refs/heads/{base}");
         let from = repo.head_id().map_err(|e| e.to_string())?.detach();
         let to = ref_id(repo, &base_ref)?.ok_or_else(|| format!("{base} does not exist"))?;

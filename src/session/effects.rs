@@ -240,7 +240,17 @@ impl Sessions {
             .filter(|b| own.as_deref() != Some(b.branch.as_str()))
             .collect();
         let mut merged = Vec::new();
-        let mut kept = Vec::new();
+        // Another work tree's task branch is its session's: named, never touched.
+        let mut kept: Vec<KeptBranch> = branches::stale::elsewhere(root)
+            .map_err(|e| plain("git_error", &e.to_string()))?
+            .into_iter()
+            .map(|(b, path)| KeptBranch {
+                branch: b.branch,
+                base: b.base,
+                ahead: b.ahead,
+                reason: format!("checked out in the work tree at {path} (that work tree's session): left to it"),
+            })
+            .collect();
         let mut to_delete = Vec::new();
         if action == "merge"
             && let Some(cur) = stale.iter().find(|b| b.current)

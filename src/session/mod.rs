@@ -139,13 +139,16 @@ impl Sessions {
                 ..ErrorBody::default()
             })));
         }
-        let stale = match store.task_branches() {
-            Ok(b) => !b.is_empty(),
+        // Task branches left by earlier sessions of this work tree (another work tree's are its
+        // own session's, and not stale).
+        let listed = match branches::stale::list(ws.repo.root()) {
+            Ok(b) => b,
             Err(e) => {
                 let code = ws.contract.error_code(&msg::BRANCH_SETUP_FAILED);
                 return Err(plain(&code, &format!("Cannot read the task branches: {e}")));
             }
         };
+        let stale = !listed.is_empty();
         let (checkpoint, response) = submit::start(
             &ws.contract,
             StartParams {
@@ -158,7 +161,7 @@ impl Sessions {
                 verify_commands: ws.verify_commands().commands,
             },
         );
-        let stale_branches = stale.then(|| branches::stale::list(ws.repo.root()).unwrap_or_default());
+        let stale_branches = stale.then_some(listed);
         match store.create(&checkpoint) {
             Ok(_) => {
                 self.reset_record(&checkpoint);
@@ -277,8 +280,7 @@ impl Sessions {
     fn lock(&self, ws: &Workspace) -> SessionResult<code_intel_gitstate::lock::OperationLock> {
         let repo = gix::open(ws.repo.root())
             .map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))?;
-        let lock = code_intel_gitstate::lock::OperationLock::acquire(repo.git_dir())
-            .map_err(|e| plain("git_error", &e.to_string()))?;
+        let lock = code_intel_gitstate::lock::acquire(&repo).map_err(|e| plain("git_error", &e.to_string()))?;
         let store = self.store()?;
         match code_intel_gitstate::journal::recover(&repo, ws.repo.root(), &session_writer(store)) {
             Ok(Some(report)) => self.note_recovered(report),

@@ -8,6 +8,10 @@
 //! is intact, `git status` shows only the user's own changes, the task's change is merged, no
 //! journal, lock or temporary file is left, and the session is recorded once.
 //!
+//! Every other run has a second work tree (`git worktree`) with a session of its own, a task
+//! branch checked out and work in progress: it must come out of every kill and resume exactly
+//! as it was.
+//!
 //! 50 kills by default; `CODE_INTEL_CRASH_KILLS=1000 cargo test --test crash` (scripts/crash.sh)
 //! runs more and prints the figures.
 
@@ -220,6 +224,51 @@ async fn trace(merge: Merge) -> Vec<String> {
         .collect()
 }
 
+/// The branch another work tree of the repository has checked out, with a live session there
+/// (issue 24: a kill in one work tree never disturbs another).
+const OTHER_BRANCH: &str = "llm_task_20260101_000000_deadbeef_from_main";
+
+/// What must stay as it is in the other work tree: its session's checkpoint, HEAD, its branch's
+/// tip, and its files (an uncommitted change among them).
+#[derive(Debug, PartialEq, Eq)]
+struct OtherTree {
+    checkpoint: String,
+    head: String,
+    tip: String,
+    files: Vec<(String, String)>,
+}
+
+/// A second work tree beside `root` on [`OTHER_BRANCH`], with an uncommitted change and a
+/// session of its own (started in process, in QUERY_FRAME).
+fn other_tree(root: &Path) -> (std::path::PathBuf, OtherTree) {
+    let other = root.parent().unwrap().join(format!("{}-other", root.file_name().unwrap().to_string_lossy()));
+    git(root, &["worktree", "add", "-q", "-b", OTHER_BRANCH, other.to_str().unwrap(), "main"]);
+    append(&other, "src/auth.py", "\n# the other agent's work in progress\n");
+    let ws = git_code_intel::workspace::Workspace::open(&other, false).unwrap();
+    let sessions = git_code_intel::session::Sessions::open(&ws);
+    let start = git_code_intel::session::StartRequest {
+        intent: "INVESTIGATE".into(),
+        query: "how does the other agent's task work".into(),
+        flags: code_intel_workflow::engine::state::Flags { no_doc_research: true, ..Default::default() },
+        ..Default::default()
+    };
+    assert!(sessions.start(&ws, start).is_ok(), "the other work tree's session");
+    let snapshot = snapshot_of(&other);
+    (other, snapshot)
+}
+
+fn snapshot_of(other: &Path) -> OtherTree {
+    OtherTree {
+        checkpoint: git(other, &["rev-parse", "refs/worktree/code-intel/active"]),
+        head: git(other, &["symbolic-ref", "HEAD"]),
+        tip: git(other, &["rev-parse", OTHER_BRANCH]),
+        files: ["src/auth.py", "src/app.py"]
+            .iter()
+            .map(|p| ((*p).to_owned(), std::fs::read_to_string(other.join(p)).unwrap_or_default()))
+            .collect(),
+    }
+}
+
 /// Everything that must hold after a kill and the resumed run.
 fn check(root: &Path, before: &[(String, String)], merge: Merge, point: &str) {
     fsck_clean(root);
@@ -242,8 +291,10 @@ fn check(root: &Path, before: &[(String, String)], merge: Merge, point: &str) {
     let locks = String::from_utf8_lossy(&locks.stdout).into_owned();
     assert!(locks.lines().all(|l| l.ends_with("code-intel/operation.lock")), "{point}: lock files left: {locks}");
     assert!(
-        git(root, &["branch", "--format=%(refname:short)"]).lines().all(|b| !b.starts_with("llm_task_")),
-        "{point}"
+        git(root, &["branch", "--format=%(refname:short)"])
+            .lines()
+            .all(|b| !b.starts_with("llm_task_") || b == OTHER_BRANCH),
+        "{point}: a task branch is left, or the other work tree's is gone"
     );
     assert_eq!(
         git(root, &["rev-list", "--count", "refs/code-intel/history"]),
@@ -275,6 +326,8 @@ async fn kills_at_random_points_lose_nothing_and_block_nothing() {
         let repo = repo();
         let root = repo.path();
         let before = user_files(root);
+        // Every other run, a second work tree with its own session and work in progress.
+        let other = (i % 4 < 2).then(|| other_tree(root));
         let killer = connect_with_env(root, &[QUIET, ("CODE_INTEL_FAILPOINT", point)]).await;
         let finished = drive(&killer, root, *merge).await;
         assert!(!finished, "kill {i} at {point} ({merge:?}): the server was not killed");
@@ -285,6 +338,10 @@ async fn kills_at_random_points_lose_nothing_and_block_nothing() {
         assert!(drive(&client, root, *merge).await, "kill {i} at {point}: the resumed server died");
         client.cancel().await.unwrap();
         check(root, &before, *merge, point);
+        if let Some((other, snapshot)) = &other {
+            assert_eq!(&snapshot_of(other), snapshot, "kill {i} at {point}: the other work tree was disturbed");
+            let _ = std::fs::remove_dir_all(other);
+        }
         *by_point.entry(point.split('#').next().unwrap_or("").to_owned()).or_default() += 1;
     }
     eprintln!("{kills} kills, {resumed_servers} resumed to the end; by point: {by_point:?}");

@@ -26,3 +26,4 @@ mod semantic;
 mod team;
 mod tool_fuzz;
 mod transcript;
+mod worktrees;

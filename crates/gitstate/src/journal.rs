@@ -20,7 +20,7 @@ use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
 
 use crate::atomic::{failpoint, write_atomically};
-use crate::lock::{OperationLock, lock_in_the_way};
+use crate::lock::{lock_in_the_way, ref_lock_path};
 use crate::refs::{apply, delete, update};
 
 const JOURNAL_FILE: &str = "code-intel/operation.json";
@@ -128,7 +128,7 @@ pub fn operate<T, E: std::fmt::Display>(
     plan: impl FnOnce(&gix::Repository) -> Result<(T, Journal), E>,
 ) -> Result<(T, Option<String>), crate::Error> {
     let repo = gix::open(root).map_err(|e| crate::Error::Refused(e.to_string()))?;
-    let _lock = OperationLock::acquire(repo.git_dir()).map_err(|e| crate::Error::Refused(e.to_string()))?;
+    let _lock = crate::lock::acquire(&repo).map_err(|e| crate::Error::Refused(e.to_string()))?;
     let recovered = recover(&repo, root, session).map_err(|e| crate::Error::Refused(e.to_string()))?;
     // Read the repository afresh: the recovery may have moved refs and the index.
     let repo = gix::open(root).map_err(|e| crate::Error::Refused(e.to_string()))?;
@@ -149,7 +149,7 @@ pub fn run(repo: &gix::Repository, root: &Path, journal: &Journal, session: Sess
     if let Err(e) = apply_refs(repo, &journal.refs) {
         let _ = std::fs::remove_file(&path);
         let names: Vec<&str> = journal.refs.iter().map(|c| c.name.as_str()).collect();
-        return Err(crate::Error::Refused(match lock_in_the_way(&git_dir, &names) {
+        return Err(crate::Error::Refused(match lock_in_the_way(repo, &names) {
             Some(lock) => format!(
                 "{e}: {} is in the way (another git process holds it, or one was killed while holding it; \
                  if no git command is running, delete that file and retry)",
@@ -205,7 +205,7 @@ pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> R
         Err(e) => return Err(crate::Error::Git(format!("{}: {e}", path.display()))),
     };
     // Locks the dead process left on the refs and the index it was changing.
-    remove_own_stale_locks(&git_dir, &journal);
+    remove_own_stale_locks(repo, &journal);
     let happened = match journal.refs.first() {
         Some(first) => current(repo, &first.name)? == first.new,
         None => true,
@@ -227,16 +227,17 @@ pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> R
 
 /// Lock files of the journal's refs and of the index, created after the journal was written:
 /// the dead process's.
-fn remove_own_stale_locks(git_dir: &Path, journal: &Journal) {
+fn remove_own_stale_locks(repo: &gix::Repository, journal: &Journal) {
     let started = chrono::DateTime::parse_from_rfc3339(&journal.started_at).map(SystemTime::from).ok();
-    let mut candidates: Vec<PathBuf> = journal.refs.iter().map(|c| git_dir.join(format!("{}.lock", c.name))).collect();
-    candidates.push(git_dir.join("index.lock"));
+    let mut candidates: Vec<PathBuf> = journal.refs.iter().map(|c| ref_lock_path(repo, &c.name)).collect();
+    // The index is the work tree's own.
+    candidates.push(repo.git_dir().join("index.lock"));
     for step in &journal.after {
         if let Step::DeleteRef { name, .. } = step {
-            candidates.push(git_dir.join(format!("{name}.lock")));
+            candidates.push(ref_lock_path(repo, name));
         }
     }
-    candidates.push(git_dir.join(format!("{}.lock", crate::NOTES_REF)));
+    candidates.push(ref_lock_path(repo, crate::NOTES_REF));
     for lock in candidates {
         let made_during = std::fs::metadata(&lock)
             .and_then(|m| m.modified())

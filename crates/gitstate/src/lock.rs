@@ -1,8 +1,9 @@
 //! The operation lock: every write under `refs/code-intel/`, and every operation of several
-//! steps, holds an exclusive lock on `.git/code-intel/operation.lock` (a file lock the kernel
-//! drops when its process dies). It is re-entrant within a thread, and serializes the threads of
-//! one process and the processes on one repository. While it is held, a `.lock` file left under
-//! `refs/code-intel/` can only come from a process that died: it is removed.
+//! steps, holds an exclusive lock on `.git/code-intel/operation.lock` in the common git
+//! directory (a file lock the kernel drops when its process dies), so the processes of every
+//! work tree of a repository take turns. It is re-entrant within a thread, and serializes the
+//! threads of one process and the processes on one repository. While it is held, a `.lock` file
+//! left on one of our refs can only come from a process that died: it is removed.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -93,18 +94,29 @@ impl Drop for OperationLock {
     }
 }
 
+/// Where the lock file of ref `name` goes: git's per-work-tree refs (HEAD and the other pseudo
+/// refs, `refs/worktree/`, `refs/bisect/`, `refs/rewritten/`) live in the work tree's own git
+/// directory, every other ref in the common one that all work trees share.
+pub fn ref_lock_path(repo: &gix::Repository, name: &str) -> PathBuf {
+    let per_worktree = !name.starts_with("refs/")
+        || ["refs/worktree/", "refs/bisect/", "refs/rewritten/"].iter().any(|p| name.starts_with(p));
+    let dir = if per_worktree { repo.git_dir() } else { repo.common_dir() };
+    dir.join(format!("{name}.lock"))
+}
+
 /// Removes the `.lock` files of our own refs among `refs`. Call with the operation lock held:
-/// every git-code-intel process writes `refs/code-intel/*`, `refs/code-intel-local/*`, its
-/// sessions (`refs/worktree/code-intel/*`) and `refs/notes/code-intel` only while holding it, so
-/// such a lock belongs to a process that died. (The remotes' staged refs are git fetch's: a lock
-/// there may be a live fetch's, and is left alone.)
-pub fn remove_stale_ref_locks(git_dir: &Path, refs: &[&str]) {
+/// every git-code-intel process of any work tree of the repository writes `refs/code-intel/*`,
+/// `refs/code-intel-local/*`, its sessions (`refs/worktree/code-intel/*`) and
+/// `refs/notes/code-intel` only while holding it, so such a lock belongs to a process that died.
+/// (The remotes' staged refs are git fetch's: a lock there may be a live fetch's, and is left
+/// alone.)
+pub fn remove_stale_ref_locks(repo: &gix::Repository, refs: &[&str]) {
     let ours = |n: &&&str| {
         ["refs/code-intel/", "refs/code-intel-local/", "refs/worktree/code-intel/"].iter().any(|p| n.starts_with(p))
             || **n == crate::NOTES_REF
     };
     for name in refs.iter().filter(ours) {
-        let lock = git_dir.join(format!("{name}.lock"));
+        let lock = ref_lock_path(repo, name);
         if lock.exists() {
             match std::fs::remove_file(&lock) {
                 Ok(()) => tracing::warn!("removed {}, left by a git-code-intel process that died", lock.display()),
@@ -114,9 +126,15 @@ pub fn remove_stale_ref_locks(git_dir: &Path, refs: &[&str]) {
     }
 }
 
-/// The first `.lock` file of `refs` (or of the index) in the way, for an error message.
-pub fn lock_in_the_way(git_dir: &Path, refs: &[&str]) -> Option<PathBuf> {
-    refs.iter().map(|n| git_dir.join(format!("{n}.lock"))).find(|p| p.exists())
+/// The first `.lock` file of `refs` in the way, for an error message.
+pub fn lock_in_the_way(repo: &gix::Repository, refs: &[&str]) -> Option<PathBuf> {
+    refs.iter().map(|n| ref_lock_path(repo, n)).find(|p| p.exists())
+}
+
+/// The operation lock of `repo`: one for the repository, whichever work tree asks (its refs and
+/// objects are shared), in the common git directory.
+pub fn acquire(repo: &gix::Repository) -> Result<OperationLock, crate::Error> {
+    OperationLock::acquire(repo.common_dir())
 }
 
 /// The git directory's `code-intel/` folder.

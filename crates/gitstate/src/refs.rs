@@ -102,16 +102,15 @@ pub fn delete(name: &str, expected: PreviousValue) -> Result<RefEdit, Error> {
 /// lock file a dead git-code-intel process left on one of our refs is removed first, and a lock
 /// file in the way of any other ref is named in the error.
 pub fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), Error> {
-    let git_dir = repo.git_dir().to_owned();
-    let _lock = crate::lock::OperationLock::acquire(&git_dir)?;
+    let _lock = crate::lock::acquire(repo)?;
     let names: Vec<String> = edits.iter().map(|e| e.name.as_bstr().to_string()).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    crate::lock::remove_stale_ref_locks(&git_dir, &names);
+    crate::lock::remove_stale_ref_locks(repo, &names);
     let sig = signature(repo);
     let mut buf = gix::date::parse::TimeBuf::default();
     crate::atomic::failpoint("ref-edit");
     let applied = repo.edit_references_as(edits, Some(sig.to_ref(&mut buf))).map(|_| ()).map_err(|e| {
-        match crate::lock::lock_in_the_way(&git_dir, &names) {
+        match crate::lock::lock_in_the_way(repo, &names) {
             Some(lock) => Error::Locked(lock.display().to_string()),
             None => git(e),
         }
