@@ -44,7 +44,7 @@ const MAP_QUERIES_PER_TURN: usize = 32;
 
 /// How long one search spends embedding Map queries it has never seen (after a fetch brought
 /// many): the rest are embedded by the searches after it, and searched from then on.
-const MAP_EMBED_BUDGET: Duration = Duration::from_millis(800);
+const MAP_EMBED_BUDGET: Duration = Duration::from_millis(600);
 
 #[derive(Default)]
 struct MapIndex {
