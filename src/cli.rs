@@ -49,7 +49,8 @@ pub enum Command {
     ReviewChanges,
     /// Remove this work tree's session checkpoints (refs/worktree/code-intel/) and reset the
     /// session state, and delete stale llm_task_* branches that hold no unmerged commits (never
-    /// one checked out in another work tree).
+    /// one in use in a work tree: checked out, being rebased or bisected, or another work tree's
+    /// session's).
     Clean {
         /// Also delete llm_task_* branches with unmerged commits (listed first without it).
         #[arg(long)]

@@ -240,7 +240,8 @@ pub fn init(root: &Path, force: bool, share: bool) -> std::io::Result<Vec<FileRe
 fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
     let report = |action| FileReport { path: ".git/hooks/pre-commit".into(), action, note: None };
     let Ok(repo) = gix::open(root) else { return Ok(report(Action::Unchanged)) };
-    let dir = repo.git_dir().join("hooks");
+    // Where git runs hooks from (the common git directory, whichever work tree init runs in).
+    let dir = crate::branches::gate::hooks_dir(&repo, root);
     let hook = dir.join("pre-commit");
     let existing = std::fs::read_to_string(&hook).ok();
     if existing.as_deref() == Some(PRE_COMMIT_HOOK) {
@@ -268,7 +269,8 @@ fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
 /// clone checks and merges them; sessions never travel. No push refspec is set, so a plain
 /// `git push` keeps pushing what it pushed before (`git code-intel share push` publishes the
 /// shared refs). The refspecs earlier versions set (`refs/code-intel/*` straight onto this
-/// clone's refs, both ways, and the `HEAD` push that came with them) are removed.
+/// clone's refs, both ways) are removed; a `push = HEAD` beside them is kept (it may be the
+/// user's) and named in the report.
 fn share_refs(root: &Path) -> std::io::Result<FileReport> {
     let report = |action, note| FileReport { path: ".git/config".into(), action, note };
     let repo = gix::open(root).map_err(std::io::Error::other)?;
@@ -289,7 +291,7 @@ fn share_refs(root: &Path) -> std::io::Result<FileReport> {
     let mut changed = false;
     for (what, legacy, present) in [("fetch", &LEGACY_FETCH, &fetch), ("push", &LEGACY_PUSH, &push)] {
         for value in legacy.iter().filter(|l| present.iter().any(|p| p == *l)) {
-            git_config(root, &["--fixed-value", "--unset-all", &key(what), value])?;
+            git_config(root, &["--unset-all", &key(what), &regex_exactly(value)])?;
             changed = true;
         }
     }
@@ -310,6 +312,19 @@ fn share_refs(root: &Path) -> std::io::Result<FileReport> {
         )
     });
     Ok(report(if changed { Action::Merged } else { Action::Unchanged }, note))
+}
+
+/// A `git config` value pattern that matches exactly `value` (git's `--fixed-value` needs 2.30).
+fn regex_exactly(value: &str) -> String {
+    let mut out = String::from("^");
+    for c in value.chars() {
+        if "\\^$.|?*+()[]{}".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('$');
+    out
 }
 
 /// Every value of `key` in the repository's configuration.

@@ -76,7 +76,7 @@ pub fn plan_commit(
         }
     }
     let tree = editor.write().map_err(|e| e.to_string())?.detach();
-    if let Some(gate) = gate {
+    if let Some(gate) = gate.filter(|g| g.passed != Some(tree)) {
         gate::check(repo, root, gate, &committed, tree).map_err(Error::Gate)?;
     }
     let tip_tree = super::tree_of(repo, tip)?;

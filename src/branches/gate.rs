@@ -26,6 +26,10 @@ pub struct CommitGate<'a> {
     /// Files the review keeps with a reason: their findings do not block.
     pub kept_with_reason: &'a BTreeSet<String>,
     pub max_file_size: u64,
+    /// A tree that already passed the gate (checked before the operation lock was taken, so a
+    /// slow hook never holds the lock every work tree of the repository waits on): committing
+    /// exactly that tree needs no second run.
+    pub passed: Option<ObjectId>,
 }
 
 /// Why the commit was not made.
@@ -76,15 +80,20 @@ pub fn check(
     run_hook(repo, root, tree)
 }
 
-/// The repository's pre-commit hook, if it has an executable one.
-fn hook_path(repo: &gix::Repository, root: &Path) -> Option<PathBuf> {
+/// Where git looks for the repository's hooks: `core.hooksPath`, else `hooks/` in the common git
+/// directory (shared by every work tree of the repository).
+pub fn hooks_dir(repo: &gix::Repository, root: &Path) -> PathBuf {
     let configured = repo.config_snapshot().string("core.hooksPath").map(|p| PathBuf::from(p.to_string()));
-    let dir = match configured {
+    match configured {
         Some(p) if p.is_absolute() => p,
         Some(p) => root.join(p),
         None => repo.common_dir().join("hooks"),
-    };
-    let hook = dir.join("pre-commit");
+    }
+}
+
+/// The repository's pre-commit hook, if it has an executable one.
+fn hook_path(repo: &gix::Repository, root: &Path) -> Option<PathBuf> {
+    let hook = hooks_dir(repo, root).join("pre-commit");
     is_executable(&hook).then_some(hook)
 }
 

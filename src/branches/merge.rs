@@ -48,7 +48,7 @@ pub fn plan_merge(
             super::TASK_BRANCH_PREFIX
         )));
     }
-    super::not_checked_out_elsewhere(repo, base_branch, &format!("merging {task_branch} into it"))?;
+    super::not_in_use(repo, base_branch, &format!("merging {task_branch} into it"))?;
     let task_ref = format!("refs/heads/{task_branch}");
     let base_ref = format!("refs/heads/{base_branch}");
     let task_tip =
@@ -103,7 +103,13 @@ pub fn plan_merge(
     ];
     let mut after = tree_move.steps();
     after.push(Step::DeleteRef { name: task_ref, expected: task_tip });
-    for b in also_delete.iter().filter(|b| *b != task_branch && b.starts_with(super::TASK_BRANCH_PREFIX)) {
+    // Checked again here, under the operation lock: a branch that came into use since it was
+    // listed is left alone.
+    let in_use = super::branches_in_use(repo)?;
+    for b in also_delete
+        .iter()
+        .filter(|b| *b != task_branch && b.starts_with(super::TASK_BRANCH_PREFIX) && !in_use.contains_key(*b))
+    {
         let name = format!("refs/heads/{b}");
         if let Some(tip) = super::ref_id(repo, &name).map_err(other)? {
             after.push(Step::DeleteRef { name, expected: tip });

@@ -46,35 +46,70 @@ pub(crate) fn open(root: &Path) -> Result<gix::Repository, crate::Error> {
 
 pub(crate) use code_intel_gitstate::refs::{ref_id, tree_of};
 
-/// The branches checked out in the other work trees of the repository (`git worktree`), each
-/// with its work tree's path: another agent's session (or the user) works there, so nothing here
-/// may delete, merge into or check out those branches.
-pub(crate) fn checked_out_elsewhere(
+/// The branches in use in the work trees of the repository (`git worktree`), each with why,
+/// naming the work tree: checked out in another work tree; being rebased or bisected in any
+/// (this one too: HEAD is detached then, and the branch would look free); or the task branch of
+/// the session another work tree has. Git refuses to touch a branch in use; so does everything
+/// here that deletes, merges into or checks out a branch.
+pub(crate) fn branches_in_use(
     repo: &gix::Repository,
 ) -> Result<std::collections::BTreeMap<String, String>, crate::Error> {
     let here = std::fs::canonicalize(repo.git_dir()).unwrap_or_else(|_| repo.git_dir().to_path_buf());
     let mut out = std::collections::BTreeMap::new();
     for other in repo.worktrees_including_main().map_err(|e| crate::Error::Branch(e.to_string()))? {
-        // A work tree that cannot be opened (its directory deleted without `git worktree prune`)
-        // has nothing checked out that could be touched from here.
+        // A work tree that cannot be opened at all has nothing we could read; `git worktree
+        // prune` removes what is left of it.
         let Ok(other) = other else { continue };
         let dir = std::fs::canonicalize(other.git_dir()).unwrap_or_else(|_| other.git_dir().to_path_buf());
-        if dir == here || other.workdir().is_none() {
+        let this_one = dir == here;
+        if other.workdir().is_none() && !this_one {
             continue;
         }
-        if let Ok(Some(head)) = other.head_name() {
-            let path = other.workdir().map(|w| w.display().to_string()).unwrap_or_default();
-            out.insert(head.shorten().to_string(), path);
+        let path = match other.workdir() {
+            Some(w) if w.exists() => w.display().to_string(),
+            Some(w) => format!("{} (its directory is gone: `git worktree prune` forgets it)", w.display()),
+            None => dir.display().to_string(),
+        };
+        let mut use_of = |branch: Option<String>, why: String| {
+            if let Some(branch) = branch.filter(|b| !b.is_empty()) {
+                out.entry(branch).or_insert(why);
+            }
+        };
+        if !this_one {
+            if let Ok(Some(head)) = other.head_name() {
+                use_of(Some(head.shorten().to_string()), format!("checked out in the work tree at {path}"));
+            }
+            use_of(session_task_branch(&other), format!("the task branch of the session in the work tree at {path}"));
         }
+        let where_ = if this_one { "here".to_owned() } else { format!("in the work tree at {path}") };
+        for file in ["rebase-merge/head-name", "rebase-apply/head-name"] {
+            let head = std::fs::read_to_string(other.git_dir().join(file)).ok();
+            let branch = head.map(|h| h.trim().trim_start_matches("refs/heads/").to_owned());
+            use_of(branch, format!("being rebased {where_}"));
+        }
+        let bisect = std::fs::read_to_string(other.git_dir().join("BISECT_START")).ok();
+        use_of(bisect.map(|b| b.trim().to_owned()), format!("being bisected {where_}"));
     }
     Ok(out)
 }
 
-/// Refuses an operation on `branch` when another work tree has it checked out, saying which.
-pub(crate) fn not_checked_out_elsewhere(repo: &gix::Repository, branch: &str, doing: &str) -> Result<(), crate::Error> {
-    match checked_out_elsewhere(repo)?.get(branch) {
-        Some(path) => Err(crate::Error::Branch(format!(
-            "{branch} is checked out in the work tree at {path}, so {doing} from here would change that work tree's branch under it; switch that work tree to another branch (or do this from it) and retry"
+/// The task branch the active session of `worktree` names, if it has one (read as stored:
+/// it only ever keeps a branch from being touched).
+fn session_task_branch(worktree: &gix::Repository) -> Option<String> {
+    let active = worktree.try_find_reference(crate::session::store::ACTIVE_REF).ok()??;
+    let mut active = active;
+    let commit = active.peel_to_commit().ok()?;
+    let blob = commit.tree().ok()?.find_entry("checkpoint.json")?.object().ok()?;
+    let checkpoint: serde_json::Value = serde_json::from_slice(&blob.data).ok()?;
+    checkpoint["orchestrator_state"]["task_branch"].as_str().map(str::to_owned)
+}
+
+/// Refuses an operation on `branch` when a work tree has it in use ([`branches_in_use`]),
+/// saying where.
+pub(crate) fn not_in_use(repo: &gix::Repository, branch: &str, doing: &str) -> Result<(), crate::Error> {
+    match branches_in_use(repo)?.get(branch) {
+        Some(why) => Err(crate::Error::Branch(format!(
+            "{branch} is {why}, so {doing} from here would change it under that work; finish or leave it there (or do this from that work tree) and retry"
         ))),
         None => Ok(()),
     }

@@ -23,14 +23,14 @@ pub struct StaleBranch {
 }
 
 /// Every `llm_task_*` branch this work tree may act on, with its base and commits ahead. A task
-/// branch checked out in another work tree of the repository is that tree's session's (or the
-/// user's) and is left out; [`elsewhere`] names those. A branch ref that cannot be read is an
-/// error, not something to skip: it could hold work.
+/// branch in use ([`super::branches_in_use`]: checked out in another work tree, its session's,
+/// being rebased or bisected) is left out; [`elsewhere`] names those. A branch ref that cannot
+/// be read is an error, not something to skip: it could hold work.
 pub fn list(root: &Path) -> Result<Vec<StaleBranch>, crate::Error> {
     list_in(&super::open(root)?)
 }
 
-/// The `llm_task_*` branches checked out in other work trees, each with that work tree's path.
+/// The `llm_task_*` branches in use, each with why and where.
 pub fn elsewhere(root: &Path) -> Result<Vec<InUseElsewhere>, crate::Error> {
     Ok(all_in(&super::open(root)?)?.1)
 }
@@ -39,13 +39,13 @@ fn list_in(repo: &gix::Repository) -> Result<Vec<StaleBranch>, crate::Error> {
     Ok(all_in(repo)?.0)
 }
 
-/// A task branch checked out in another work tree, with that work tree's path.
+/// A task branch in use, with why and where.
 pub type InUseElsewhere = (StaleBranch, String);
 
-/// The task branches: those of this work tree's sessions, and those checked out elsewhere.
+/// The task branches: those this work tree may act on, and those in use.
 fn all_in(repo: &gix::Repository) -> Result<(Vec<StaleBranch>, Vec<InUseElsewhere>), crate::Error> {
     let head = repo.head_name().map_err(|e| e.to_string())?.map(|n| n.shorten().to_string());
-    let in_use = super::checked_out_elsewhere(repo)?;
+    let in_use = super::branches_in_use(repo)?;
     let platform = repo.references().map_err(|e| e.to_string())?;
     let (mut here, mut elsewhere) = (Vec::new(), Vec::new());
     for r in platform.prefixed("refs/heads/llm_task_").map_err(|e| e.to_string())? {
@@ -77,8 +77,15 @@ fn ahead_of(repo: &gix::Repository, tip: ObjectId, base: Option<ObjectId>) -> Re
 /// Plans deleting `branches` as a journaled operation: when HEAD is on one of them, HEAD moves
 /// to that branch's base in the same ref transaction (the work tree follows, and files with
 /// uncommitted changes the move would overwrite refuse the plan); each branch is deleted only
-/// if it still points where it did.
-pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> Result<((), Journal), crate::Error> {
+/// if it still points where it did. A branch in use is checked again here, under the operation
+/// lock, and left alone: the plan's value is the branches it deletes.
+pub fn plan_delete(
+    repo: &gix::Repository,
+    root: &Path,
+    branches: &[String],
+) -> Result<(Vec<String>, Journal), crate::Error> {
+    let in_use = super::branches_in_use(repo)?;
+    let branches: Vec<String> = branches.iter().filter(|b| !in_use.contains_key(*b)).cloned().collect();
     let current = list_in(repo)?.into_iter().find(|b| b.current && branches.contains(&b.branch));
     let mut refs = Vec::new();
     let mut after = Vec::new();
@@ -86,7 +93,7 @@ pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> 
         let base = b
             .base
             .ok_or_else(|| format!("HEAD is on {}, whose base is unknown; check out a branch first", b.branch))?;
-        super::not_checked_out_elsewhere(repo, &base, &format!("leaving {} for it", b.branch))?;
+        super::not_in_use(repo, &base, &format!("leaving {} for it", b.branch))?;
         let base_ref = format!("refs/heads/{base}");
         let from = repo.head_id().map_err(|e| e.to_string())?.detach();
         let to = ref_id(repo, &base_ref)?.ok_or_else(|| format!("{base} does not exist"))?;
@@ -100,7 +107,7 @@ pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> 
         });
         after.extend(tree_move.steps());
     }
-    for b in branches {
+    for b in &branches {
         let name = format!("refs/heads/{b}");
         if let Some(tip) = ref_id(repo, &name)? {
             refs.push(RefChange {
@@ -111,14 +118,16 @@ pub fn plan_delete(repo: &gix::Repository, root: &Path, branches: &[String]) -> 
             });
         }
     }
-    Ok(((), Journal::new(format!("deleting {}", branches.join(", ")), refs, after)))
+    let journal = Journal::new(format!("deleting {}", branches.join(", ")), refs, after);
+    Ok((branches, journal))
 }
 
-/// Deletes `branches` (see [`plan_delete`]) under the operation lock, with no session to record.
-pub fn delete_branches(root: &Path, branches: &[String]) -> Result<(), crate::Error> {
+/// Deletes `branches` (see [`plan_delete`]) under the operation lock, with no session to
+/// record; returns the ones it deleted.
+pub fn delete_branches(root: &Path, branches: &[String]) -> Result<Vec<String>, crate::Error> {
     code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
         plan_delete(repo, root, branches)
     })
-    .map(|_| ())
+    .map(|(deleted, _)| deleted)
     .map_err(crate::Error::from)
 }

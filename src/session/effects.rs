@@ -29,6 +29,7 @@ impl Sessions {
         effect: &Effect,
         old_phase: Phase,
         mut step: SessionStep,
+        passed: Option<gix::ObjectId>,
     ) -> Result<Checkpoint, EffectFailure> {
         let root = ws.repo.root();
         let store = self.store().map_err(|e| (msg::FINALIZE_FAILED, vec![], e.code_and_message().1.to_owned()))?;
@@ -133,42 +134,39 @@ impl Sessions {
                     rules: &ws.config.garbage,
                     kept_with_reason: &kept,
                     max_file_size: ws.config.max_file_size,
+                    passed,
                 };
                 let refused: std::cell::RefCell<Option<branches::gate::GateRefusal>> = std::cell::RefCell::new(None);
-                let result = operate(
-                    &mut |repo, _| {
-                        let planned = branches::commit::plan_commit(
-                            repo,
-                            root,
-                            &task,
-                            base,
-                            message,
-                            discard,
-                            &user_changes,
-                            gated.then_some(&gate),
-                        );
-                        match planned {
-                            Ok((_, journal)) => Ok(journal),
-                            Err(crate::Error::Gate(g)) => {
-                                *refused.borrow_mut() = Some(g.clone());
-                                Err(crate::Error::Gate(g))
+                let result = {
+                    operate(
+                        &mut |repo, _| {
+                            let planned = branches::commit::plan_commit(
+                                repo,
+                                root,
+                                &task,
+                                base,
+                                message,
+                                discard,
+                                &user_changes,
+                                gated.then_some(&gate),
+                            );
+                            match planned {
+                                Ok((_, journal)) => Ok(journal),
+                                Err(crate::Error::Gate(g)) => {
+                                    *refused.borrow_mut() = Some(g.clone());
+                                    Err(crate::Error::Gate(g))
+                                }
+                                Err(e) => Err(e),
                             }
-                            Err(e) => Err(e),
-                        }
-                    },
-                    &mut step,
-                );
+                        },
+                        &mut step,
+                    )
+                };
                 if let Err(e) = result {
-                    let failed: (Msg, Vec<(&'static str, String)>, String) = match refused.into_inner() {
-                        Some(branches::gate::GateRefusal::Garbage(lines)) => {
-                            (msg::GARBAGE_IN_COMMIT, vec![("findings", lines.join("; "))], String::new())
-                        }
-                        Some(branches::gate::GateRefusal::Hook { hook, output }) => {
-                            (msg::PRE_COMMIT_HOOK_FAILED, vec![("hook", hook)], output)
-                        }
-                        _ => (failure, vec![], e),
-                    };
-                    return Err(failed.into());
+                    return Err(match refused.into_inner() {
+                        Some(g) => gate_failure(g, failure, e),
+                        None => (failure, vec![], e).into(),
+                    });
                 }
             }
             Effect::Merge => {
@@ -248,7 +246,7 @@ impl Sessions {
                 branch: b.branch,
                 base: b.base,
                 ahead: b.ahead,
-                reason: format!("checked out in the work tree at {path} (that work tree's session): left to it"),
+                reason: format!("{path}: left to it"),
             })
             .collect();
         let mut to_delete = Vec::new();
@@ -286,8 +284,77 @@ impl Sessions {
                 });
             }
         }
-        branches::stale::delete_branches(root, &to_delete).map_err(|e| plain("git_error", &e.to_string()))?;
-        Ok(CleanupReply { success: true, action: action.to_owned(), merged, deleted: to_delete, kept })
+        let deleted =
+            branches::stale::delete_branches(root, &to_delete).map_err(|e| plain("git_error", &e.to_string()))?;
+        // A branch that came into use between the listing and the deletion is left alone.
+        for b in stale.iter().filter(|b| to_delete.contains(&b.branch) && !deleted.contains(&b.branch)) {
+            kept.push(KeptBranch {
+                branch: b.branch.clone(),
+                base: b.base.clone(),
+                ahead: b.ahead,
+                reason: "came into use in a work tree while it was being cleaned up: left to it".into(),
+            });
+        }
+        Ok(CleanupReply { success: true, action: action.to_owned(), merged, deleted, kept })
+    }
+}
+
+/// What a gate refusal tells the agent (`error` is the operation's own text, for anything else).
+fn gate_failure(refusal: branches::gate::GateRefusal, failure: Msg, error: String) -> EffectFailure {
+    match refusal {
+        branches::gate::GateRefusal::Garbage(lines) => {
+            (msg::GARBAGE_IN_COMMIT, vec![("findings", lines.join("; "))], String::new()).into()
+        }
+        branches::gate::GateRefusal::Hook { hook, output } => {
+            (msg::PRE_COMMIT_HOOK_FAILED, vec![("hook", hook)], output).into()
+        }
+        branches::gate::GateRefusal::Error(_) => (failure, vec![], error).into(),
+    }
+}
+
+impl Sessions {
+    /// For a commit the gate must pass (the garbage check and the repository's own pre-commit
+    /// hook, which may run for minutes): plans it and runs the gate, to be called without the
+    /// operation lock, so a slow hook never holds up the other work trees of the repository.
+    /// Returns the tree that passed (the commit under the lock is planned again, and not gated
+    /// twice when its tree is that one); None when there is nothing to gate, or when planning
+    /// failed for another reason (met again, and reported, under the lock).
+    pub(super) fn pre_gate(
+        &self,
+        ws: &Workspace,
+        effect: &Effect,
+        st: &SessionState,
+    ) -> Result<Option<gix::ObjectId>, EffectFailure> {
+        let Effect::Commit { message, discard, keep_with_reason, gated: true } = effect else { return Ok(None) };
+        let root = ws.repo.root();
+        let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_commit.clone()) else { return Ok(None) };
+        let Ok(base) = gix::ObjectId::from_hex(base.as_bytes()) else { return Ok(None) };
+        let Ok(repo) = branches::open(root) else { return Ok(None) };
+        let kept: std::collections::BTreeSet<String> = keep_with_reason.iter().cloned().collect();
+        let gate = branches::gate::CommitGate {
+            rules: &ws.config.garbage,
+            kept_with_reason: &kept,
+            max_file_size: ws.config.max_file_size,
+            passed: None,
+        };
+        let failure = match st.phase() {
+            Phase::QualityReview => msg::COMMIT_EXECUTION_FAILED,
+            _ => msg::FINALIZE_FAILED,
+        };
+        match branches::commit::plan_commit(
+            &repo,
+            root,
+            &task,
+            base,
+            message,
+            discard,
+            &user_changes_of(st),
+            Some(&gate),
+        ) {
+            Ok((tip, _)) => Ok(branches::tree_of(&repo, tip).ok()),
+            Err(crate::Error::Gate(g)) => Err(gate_failure(g.clone(), failure, crate::Error::Gate(g).to_string())),
+            Err(_) => Ok(None),
+        }
     }
 }
 

@@ -190,7 +190,7 @@ impl Sessions {
         };
         // One submit at a time per repository, across processes; an operation a dead process
         // left is finished (or dropped) first.
-        let _lock = self.lock(ws)?;
+        let mut lock = Some(self.lock(ws)?);
         let stored = self.require_active(ws)?;
         let mut checkpoint = stored.checkpoint.clone();
         self.merge_record(&mut checkpoint);
@@ -236,7 +236,30 @@ impl Sessions {
                     finish: next.orchestrator_state.is_complete(),
                     message,
                 };
-                match self.apply_effect(ws, effect, old_phase, step) {
+                // A gated commit is checked with the lock released (a repository's hook may run
+                // for minutes, and every work tree waits on this lock); then the session must
+                // still be where it was read.
+                let gate_refusal = |failure: EffectFailure| {
+                    let EffectFailure { message: key, vars, details } = failure;
+                    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    let mut r = response::refusal(&ws.contract, &checkpoint, key, &vars);
+                    if !details.is_empty() {
+                        r.details = Some(details);
+                    }
+                    refused(r)
+                };
+                let mut passed = None;
+                if matches!(effect, Effect::Commit { gated: true, .. }) {
+                    drop(lock.take());
+                    let gated = self.pre_gate(ws, effect, &next.orchestrator_state);
+                    lock = Some(self.lock(ws)?);
+                    debug_assert!(lock.is_some(), "held to the end of the submit");
+                    if self.active(ws)?.map(|s| s.commit) != Some(stored.commit) {
+                        return Err(store_error(ws, Error::Conflict));
+                    }
+                    passed = gated.map_err(gate_refusal)?;
+                }
+                match self.apply_effect(ws, effect, old_phase, step, passed) {
                     Ok(done) => {
                         next = done;
                         Ok(())

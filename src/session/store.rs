@@ -26,16 +26,18 @@ use crate::Error;
 pub const SESSIONS_PREFIX: &str = "refs/worktree/code-intel/sessions/";
 pub const ACTIVE_REF: &str = "refs/worktree/code-intel/active";
 pub const HISTORY_REF: &str = code_intel_gitstate::shared::HISTORY.local;
-/// Where versions before per-work-tree sessions kept them: never read as sessions any more
-/// (a fetch of `refs/code-intel/*` could write them), removed by `clean`.
 /// The history record of the last session this work tree finished: written in the same
 /// transaction as the record, read by `record_outcome` (never found by searching a history that
 /// teammates, or a remote, can add to).
 pub const LAST_FINISHED_REF: &str = "refs/worktree/code-intel/last-finished";
+/// Where versions before per-work-tree sessions kept them: never read as sessions any more
+/// (a fetch of `refs/code-intel/*` could write them), removed by `clean`.
 pub const LEGACY_SESSIONS_PREFIX: &str = "refs/code-intel/sessions/";
 pub const LEGACY_ACTIVE_REF: &str = "refs/code-intel/active";
 const CHECKPOINT_FILE: &str = "checkpoint.json";
 const RECORD_FILE: &str = "session.json";
+/// How far back `last_finished_here` looks when this work tree has no last-finished ref yet.
+const LEGACY_LOOKBACK: usize = 50;
 /// Seal domains: a seal of one kind of record never verifies another.
 pub const CHECKPOINT_SEAL: &str = "session checkpoint";
 pub const HISTORY_SEAL: &str = "session history record";
@@ -272,7 +274,11 @@ impl SessionStore {
     /// still carries this clone's seal.
     pub fn last_finished_here(&self) -> Result<Option<serde_json::Value>, Error> {
         let repo = self.repo();
-        let Some(commit) = code_intel_gitstate::refs::ref_id(&repo, LAST_FINISHED_REF)? else { return Ok(None) };
+        let Some(commit) = code_intel_gitstate::refs::ref_id(&repo, LAST_FINISHED_REF)? else {
+            // Sessions finished before this ref existed: the newest record of this clone's near
+            // the history's tip.
+            return Ok(self.history(LEGACY_LOOKBACK)?.into_iter().find(|f| f.here).map(|f| f.record));
+        };
         let record = code_intel_gitstate::log::record_at(&repo, commit, RECORD_FILE).map_err(Error::Corrupt)?;
         let key = self.key()?;
         Ok(record

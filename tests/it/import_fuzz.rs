@@ -879,6 +879,8 @@ fn malformed_staged_refs_never_break_the_imports() {
     let mut rng = fastrand::Rng::with_seed(SEED);
     let own = victim(&root, &mut rng);
     git(&root, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    // A second remote (staged refs are read for the remotes this clone has configured).
+    git(&root, &["remote", "add", "team.b", remote.to_str().unwrap()]);
     let own_ids: Vec<String> = own.map.iter().map(|e| e.id.clone()).collect();
     let own_commits: Vec<String> = own.notes.iter().map(|(c, _)| c.clone()).collect();
     let own_keys: Vec<[u8; 32]> = own.vectors.iter().map(|(k, _)| *k).collect();

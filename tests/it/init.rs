@@ -203,7 +203,10 @@ fn share_stages_shared_refs_and_leaves_push_alone() {
         fetch.lines().collect::<Vec<_>>(),
         [
             "+refs/heads/*:refs/remotes/origin/*",
-            "+refs/code-intel/*:refs/code-intel-remotes/origin/code-intel/*",
+            "+refs/code-intel/map*:refs/code-intel-remotes/origin/code-intel/map*",
+            "+refs/code-intel/history*:refs/code-intel-remotes/origin/code-intel/history*",
+            "+refs/code-intel/logs/outcomes*:refs/code-intel-remotes/origin/code-intel/logs/outcomes*",
+            "+refs/code-intel/forest*:refs/code-intel-remotes/origin/code-intel/forest*",
             "+refs/notes/code-intel*:refs/code-intel-remotes/origin/notes/code-intel*"
         ]
     );

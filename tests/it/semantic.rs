@@ -308,7 +308,7 @@ async fn a_recorded_success_answers_a_paraphrase_from_the_map_and_travels_with_t
     assert_eq!(map_files.lines().collect::<Vec<_>>(), [format!("{id}.json")]);
     // Which entries are this clone's own is its own record, never shared.
     let own = git(root, &["ls-tree", "--name-only", "refs/code-intel-local/map-own"]);
-    assert_eq!(own, format!("{id}.json"));
+    assert_eq!(own.lines().collect::<Vec<_>>(), [format!("{id}.json").as_str(), "seal"]);
     let provenance = first_map_hit_provenance(&client).await;
     assert_eq!((&provenance["source"], &provenance["trusted"]), (&json!("local"), &json!(true)), "{provenance}");
     assert!(provenance["recorded_by"].as_str().is_some_and(|who| who.contains('@')), "{provenance}");

@@ -76,8 +76,8 @@ async fn implement(t: &Tree) -> Value {
     submit(&t.client, json!({"summary": "all done"})).await
 }
 
-/// PRE_COMMIT, QUALITY_REVIEW and MERGE.
-async fn commit(t: &Tree) -> Value {
+/// PRE_COMMIT: the review and the commit.
+async fn pre_commit(t: &Tree) -> Value {
     ok(&t.client, "review_changes", json!({})).await;
     submit(
         &t.client,
@@ -85,7 +85,12 @@ async fn commit(t: &Tree) -> Value {
                "reviewed_files": [{"file": "src/auth.py", "decision": "keep"}], "tools_used": ["review_changes"],
                "summary": "reviewed"}),
     )
-    .await;
+    .await
+}
+
+/// PRE_COMMIT and QUALITY_REVIEW: on to MERGE.
+async fn commit(t: &Tree) -> Value {
+    pre_commit(t).await;
     submit(
         &t.client,
         json!({"quality_prompt_used": "quality_review.md", "quality_score": "9/10", "issues": [], "tools_used": [],
@@ -94,8 +99,8 @@ async fn commit(t: &Tree) -> Value {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_agents_in_two_work_trees_each_finish_their_own_session() {
+/// Two work trees of a new repository, on `main` and `feature`, each with its server.
+async fn two_trees() -> (tempfile::TempDir, tempfile::TempDir, Tree, Tree) {
     let repo = crate::common::committed_project();
     let main_root = repo.path().to_path_buf();
     git(&main_root, &["branch", "feature"]);
@@ -103,8 +108,65 @@ async fn two_agents_in_two_work_trees_each_finish_their_own_session() {
     let feature_root = other.path().join("feature-wt");
     git(&main_root, &["worktree", "add", "-q", feature_root.to_str().unwrap(), "feature"]);
     let (a, b) = tokio::join!(connect(&main_root), connect(&feature_root));
-    let a = Tree { root: main_root.clone(), client: a, function: "sign_out_everywhere", base: "main" };
-    let b = Tree { root: feature_root.clone(), client: b, function: "touch_feature_session", base: "feature" };
+    let a = Tree { root: main_root, client: a, function: "sign_out_everywhere", base: "main" };
+    let b = Tree { root: feature_root, client: b, function: "touch_feature_session", base: "feature" };
+    (repo, other, a, b)
+}
+
+/// The repository's own pre-commit hook, run by the server before its commit, takes as long as
+/// it likes in one work tree (here: until the test says so): the other work tree's agent
+/// commits meanwhile. The hook runs without the operation lock every work tree waits on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_pre_commit_hook_in_one_work_tree_holds_up_no_other() {
+    let (_repo, _other, a, b) = two_trees().await;
+    let (started, release) = (b.root.join("hook-started"), b.root.join("hook-release"));
+    let hook = a.root.join(".git/hooks/pre-commit");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nif [ \"$(pwd)\" = \"{}\" ]; then\n  touch {}\n  while [ ! -e {} ]; do sleep 0.05; done\nfi\nexit 0\n",
+            b.root.display(),
+            started.display(),
+            release.display()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for t in [&a, &b] {
+        start(t).await;
+        plan(t).await;
+        implement(t).await;
+    }
+    let b_commit = tokio::spawn(async move {
+        let r = pre_commit(&b).await;
+        (b, r)
+    });
+    while !started.exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let a_done = tokio::time::timeout(std::time::Duration::from_secs(60), pre_commit(&a)).await;
+    let a_done = a_done.expect("a's commit waited for b's hook");
+    assert_eq!(a_done["phase"], "QUALITY_REVIEW", "{a_done}");
+    assert!(!b_commit.is_finished(), "b's hook is still running");
+    std::fs::write(&release, "").unwrap();
+    let (b, b_done) = b_commit.await.unwrap();
+    assert_eq!(b_done["phase"], "QUALITY_REVIEW", "{b_done}");
+    for t in [&a, &b] {
+        assert_eq!(git(&t.root, &["log", "-1", "--format=%s"]), format!("Add {}()", t.function));
+    }
+    fsck_clean(&a.root);
+    a.client.cancel().await.unwrap();
+    b.client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_in_two_work_trees_each_finish_their_own_session() {
+    let (_repo, other, a, b) = two_trees().await;
+    let main_root = a.root.clone();
 
     // a starts and makes its task branch; b starts after: it neither sees a's session (to
     // recover) nor takes a's task branch for a stale one.
@@ -196,6 +258,58 @@ async fn two_agents_in_two_work_trees_each_finish_their_own_session() {
     assert_eq!(r["error"], "no_active_session", "{r}");
     fsck_clean(&a.root);
     let _ = BIN;
+    a.client.cancel().await.unwrap();
+    b.client.cancel().await.unwrap();
+}
+
+/// A work tree inside the checkout (as Claude Code makes them, under `.claude/worktrees/`, or
+/// `git worktree add wt` at the root) is another repository: the main checkout's session never
+/// lists, commits or discards its files, and paths into it are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_tree_nested_in_the_checkout_is_not_part_of_it() {
+    let repo = crate::common::committed_project();
+    let root = repo.path().to_path_buf();
+    git(&root, &["branch", "feature"]);
+    git(&root, &["worktree", "add", "-q", "wt", "feature"]);
+    // The nested tree's agent at work: a change and a new file.
+    std::fs::write(root.join("wt/docs/auth.md"), "# Auth\n\nThe other agent's draft.\n").unwrap();
+    std::fs::write(root.join("wt/new_feature.py"), "def new_feature():\n    return 1\n").unwrap();
+    let client = connect(&root).await;
+    let a = Tree { root: root.clone(), client, function: "sign_out_everywhere", base: "main" };
+    start(&a).await;
+    plan(&a).await;
+    let refused = err(&a.client, "check_write_target", json!({"file_path": "wt/new_feature.py"})).await;
+    assert!(refused["message"].as_str().unwrap_or_default().contains("outside"), "{refused}");
+    let found = ok(&a.client, "search_files", json!({"pattern": "**/new_feature.py"})).await;
+    assert_eq!(found["files"], json!([]), "{found}");
+    implement(&a).await;
+    let review = ok(&a.client, "review_changes", json!({})).await;
+    let files: Vec<&str> = review["files"].as_array().unwrap().iter().filter_map(|f| f["file"].as_str()).collect();
+    assert_eq!(files, ["src/auth.py"], "{review}");
+    let merged = commit(&a).await;
+    assert_eq!(merged["phase"], "MERGE", "{merged}");
+    assert!(!git(&root, &["show", "--stat", "--format=", "HEAD"]).contains("wt/"));
+    assert_eq!(std::fs::read_to_string(root.join("wt/new_feature.py")).unwrap(), "def new_feature():\n    return 1\n");
+    assert_eq!(std::fs::read_to_string(root.join("wt/docs/auth.md")).unwrap(), "# Auth\n\nThe other agent's draft.\n");
+    a.client.cancel().await.unwrap();
+}
+
+/// The other work tree's agent left its task branch for a moment (a detached HEAD, as a rebase
+/// or a bisect leaves it): its session still names the branch, so a cleanup here keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_branch_its_session_still_names_is_kept_while_head_is_elsewhere() {
+    let (_repo, _other, a, b) = two_trees().await;
+    start(&b).await;
+    let planned = plan(&b).await;
+    let branch_b = planned["task_branch"].as_str().unwrap().to_owned();
+    git(&b.root, &["checkout", "-q", "--detach"]);
+    let (code, out, err_text) = crate::common::run_cli(&a.root, &["--json", "clean", "--confirm"], "");
+    assert_eq!(code, 0, "{out}{err_text}");
+    let cleaned: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(cleaned["deleted_branches"], json!([]), "{cleaned}");
+    let kept = cleaned["kept_branches"].to_string();
+    assert!(kept.contains(&branch_b) && kept.contains("the task branch of the session"), "{kept}");
+    assert_eq!(git(&a.root, &["rev-parse", "--verify", "-q", &branch_b]).len(), 40);
     a.client.cancel().await.unwrap();
     b.client.cancel().await.unwrap();
 }

@@ -72,6 +72,16 @@ impl Repo {
         if resolved.strip_prefix(&self.root).is_ok_and(|rel| rel.starts_with(".git")) {
             return Err(PathError::GitDir { path: user_path.to_owned() });
         }
+        // A directory below the root that holds `.git` is another repository or work tree (a
+        // `git worktree` inside the checkout, a nested clone): outside this one, as git sees it.
+        if resolved
+            .ancestors()
+            .take_while(|dir| *dir != self.root)
+            .any(|dir| dir != resolved && dir.join(".git").exists())
+            || (resolved != self.root && resolved.join(".git").exists())
+        {
+            return Err(outside());
+        }
         Ok(resolved)
     }
 

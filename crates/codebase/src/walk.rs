@@ -61,6 +61,9 @@ pub fn walk_each(
 ) -> Result<Walk, Error> {
     let mut builder = WalkBuilder::new(start);
     builder.threads(rayon::current_num_threads().max(1));
+    // A directory below the start that holds `.git` is another repository or work tree (a
+    // `git worktree` inside the checkout, a nested clone): not this one's files, as git sees it.
+    builder.filter_entry(|e| !is_nested_repository(e));
     // Behave like ripgrep run inside the repository: honour .gitignore even before `git init`
     // only when a .git exists (the `ignore` default), skip hidden files.
     let mut overrides = OverrideBuilder::new(repo.root());
@@ -120,4 +123,10 @@ pub fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
 
 pub fn looks_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(8192)].contains(&0)
+}
+
+/// Whether `entry` is a directory below the walk's start that holds `.git` (another repository
+/// or work tree).
+pub fn is_nested_repository(entry: &ignore::DirEntry) -> bool {
+    entry.depth() > 0 && entry.file_type().is_some_and(|t| t.is_dir()) && entry.path().join(".git").exists()
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const DIR: &str = "code-intel";
 const LOCK_FILE: &str = "code-intel/operation.lock";
 /// How long to wait for another process's operation before giving up.
-const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+const LOCK_TIMEOUT: Duration = Duration::from_secs(120);
 
 struct Held {
     thread: std::thread::ThreadId,

@@ -304,7 +304,7 @@ mod tests {
             git(c, &["init", "-q"]);
             git(c, &["remote", "add", "origin", remote.to_str().unwrap()]);
         }
-        let [spec, _] = crate::shared::fetch_refspecs("origin");
+        let spec = crate::shared::OUTCOMES.fetch_refspec("origin");
         let push = |c: &std::path::Path| git(c, &["push", "-q", "origin", &format!("{OUTCOME_LOG}:{OUTCOME_LOG}")]);
         let (a, b) = (gix::open(&clones[0]).unwrap(), gix::open(&clones[1]).unwrap());
         let record = |note: &str| serde_json::json!({"note": note});
@@ -335,6 +335,7 @@ mod tests {
     fn a_staged_tip_that_is_not_a_commit_is_noted_and_left_out() {
         let dir = tempfile::tempdir().unwrap();
         git(dir.path(), &["init", "-q"]);
+        git(dir.path(), &["remote", "add", "origin", "https://example.com/none.git"]);
         let repo = gix::open(dir.path()).unwrap();
         append(&repo, OUTCOME_LOG, &serde_json::json!({"note": "mine"}), "mine").unwrap();
         let blob = repo.write_blob(b"not a log").unwrap().detach();

@@ -115,6 +115,8 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
                 None
             }
         };
+        // Their commit is taken as it is only when nothing of it was refused.
+        let refused_some = !skipped.is_empty();
         let mut done = false;
         for _ in 0..20 {
             let local = ref_id(repo, NOTES_REF)?;
@@ -146,7 +148,7 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
                 }
                 let behind = local
                     .is_none_or(|l| crate::untrusted::is_ancestor(repo, l, staged.tip, ANCESTRY_BUDGET) == Some(true));
-                let next = if complete && behind && !conflicts && ours.len() == theirs.len() {
+                let next = if complete && behind && !refused_some && !conflicts && ours.len() == theirs.len() {
                     // Theirs holds every note of ours: take their commit as it is.
                     staged.tip
                 } else {
@@ -211,7 +213,7 @@ mod tests {
         add_note(&repo_a, id(&one), "a on one").unwrap();
         add_note(&repo_a, id(&two), "a on two").unwrap();
         add_note(&repo_b, id(&two), "b on two").unwrap();
-        let [_, spec] = crate::shared::fetch_refspecs("origin");
+        let spec = crate::shared::NOTES.fetch_refspec("origin");
         git(&b, &["fetch", "-q", "origin", &spec]);
         let skipped = merge_staged(&repo_b).unwrap();
         assert_eq!(skipped.len(), 1, "{skipped:?}");
@@ -237,7 +239,7 @@ mod tests {
         git(dir.path(), &["clone", "-q", remote.to_str().unwrap(), b.to_str().unwrap()]);
         git(&a, &["remote", "add", "origin", remote.to_str().unwrap()]);
         let one = ObjectId::from_hex(git(&a, &["rev-parse", "HEAD"]).as_bytes()).unwrap();
-        let [_, spec] = crate::shared::fetch_refspecs("origin");
+        let spec = crate::shared::NOTES.fetch_refspec("origin");
         let notes = format!("{NOTES_REF}:{NOTES_REF}");
         let (repo_a, repo_b) = (gix::open(&a).unwrap(), gix::open(&b).unwrap());
         add_note(&repo_a, one, "the note").unwrap();

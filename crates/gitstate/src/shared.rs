@@ -10,6 +10,9 @@
 //!
 //! Never shared: sessions and their active claim (per work tree, under `refs/worktree/`), the
 //! DecisionLog, and everything under `refs/code-intel-local/`.
+//!
+//! Staged refs are found by their exact names, for the remotes this clone has configured: a
+//! remote that fills its namespace with junk refs costs a fetch, never a read.
 
 use gix::ObjectId;
 use gix::refs::Target;
@@ -41,15 +44,13 @@ pub const NOTES: SharedRef = SharedRef { local: crate::NOTES_REF, short: "notes/
 /// Every shared ref.
 pub const ALL: [SharedRef; 5] = [MAP, HISTORY, OUTCOMES, FOREST, NOTES];
 
-/// The fetch refspecs that stage `remote`'s shared refs under its tracking prefix: forced,
-/// because a staging ref only mirrors the remote (nothing of this clone lives there), and
-/// patterns, because git refuses a fetch whose exact refspec names a ref the remote does not
-/// have yet. Refs of the remote's namespace other than [`ALL`] are staged too and never read.
-pub fn fetch_refspecs(remote: &str) -> [String; 2] {
-    [
-        format!("+refs/code-intel/*:{TRACKING_PREFIX}{remote}/code-intel/*"),
-        format!("+{}*:{TRACKING_PREFIX}{remote}/{}*", NOTES.local, NOTES.short),
-    ]
+/// The fetch refspecs that stage `remote`'s shared refs under its tracking prefix, one for each
+/// of [`ALL`]: forced, because a staging ref only mirrors the remote (nothing of this clone lives
+/// there), and each a pattern (`refs/code-intel/map*`), because git refuses a fetch whose exact
+/// refspec names a ref the remote does not have yet. Other refs the patterns happen to match are
+/// staged and never read: readers look up the exact names ([`SharedRef::tracking_tips`]).
+pub fn fetch_refspecs(remote: &str) -> Vec<String> {
+    ALL.iter().map(|r| r.fetch_refspec(remote)).collect()
 }
 
 /// Whether `name` can be a remote this crate stages refs for: one ref component of letters,
@@ -70,26 +71,30 @@ impl SharedRef {
         format!("{TRACKING_PREFIX}{remote}/{}", self.short)
     }
 
+    /// The fetch refspec that stages `remote`'s ref (see [`fetch_refspecs`]).
+    pub fn fetch_refspec(&self, remote: &str) -> String {
+        format!("+{}*:{}*", self.local, self.tracking(remote))
+    }
+
     fn merged_marker(&self, remote: &str) -> String {
         format!("{MERGED_PREFIX}{remote}/{}", self.short)
     }
 
-    /// Every remote's staged tip of this ref, by remote name (remotes whose names
-    /// [`valid_remote_name`] refuses are skipped).
+    /// Every configured remote's staged tip of this ref, by remote name (remotes whose names
+    /// [`valid_remote_name`] refuses are skipped). One exact ref lookup per remote, whatever else
+    /// a fetch staged.
     pub fn tracking_tips(&self, repo: &gix::Repository) -> Result<Vec<(String, ObjectId)>, Error> {
         let mut out = Vec::new();
-        let platform = repo.references().map_err(crate::git)?;
-        for reference in platform.prefixed(TRACKING_PREFIX).map_err(crate::git)? {
-            // A ref that cannot be read is not staged data we could use; skip it.
-            let Ok(reference) = reference else { continue };
-            let name = reference.name().as_bstr().to_string();
-            let Some(rest) = name.strip_prefix(TRACKING_PREFIX) else { continue };
-            let Some((remote, short)) = rest.split_once('/') else { continue };
-            if short != self.short || !valid_remote_name(remote) {
+        for remote in repo.remote_names() {
+            let remote = remote.to_string();
+            if !valid_remote_name(&remote) {
                 continue;
             }
-            if let Some(id) = reference.target().try_id() {
-                out.push((remote.to_owned(), id.to_owned()));
+            // A staged ref that cannot be read, or that is symbolic, is not data we could use.
+            if let Ok(Some(reference)) = repo.try_find_reference(self.tracking(&remote).as_str())
+                && let Some(id) = reference.target().try_id()
+            {
+                out.push((remote, id.to_owned()));
             }
         }
         out.sort();

@@ -59,8 +59,14 @@ fn visible_files(root: &Path) -> BTreeSet<String> {
         .require_git(false)
         .parents(false)
         .threads(rayon::current_num_threads().max(1))
-        // Our own temporary files (see `restore`) are never the user's changes.
-        .filter_entry(|e| e.file_name() != ".git" && !e.file_name().to_string_lossy().ends_with(".code-intel-tmp"))
+        // Our own temporary files (see `restore`) are never the user's changes, and a directory
+        // below the root that holds `.git` is another repository or work tree (a `git worktree`
+        // inside the checkout): not this work tree's files, as git sees it.
+        .filter_entry(|e| {
+            e.file_name() != ".git"
+                && !e.file_name().to_string_lossy().ends_with(".code-intel-tmp")
+                && !(e.depth() > 0 && e.file_type().is_some_and(|t| t.is_dir()) && e.path().join(".git").exists())
+        })
         .build_parallel()
         .run(|| {
             let found = &found;

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use code_intel_gitstate::refs::{apply, expecting, update};
+use code_intel_gitstate::seal::CloneKey;
 use code_intel_gitstate::shared::{self, Unmerged};
 use code_intel_gitstate::untrusted;
 
@@ -38,8 +39,11 @@ pub const MAP_REF: &str = shared::MAP.local;
 /// it: it tells whether a fetch of `refs/code-intel/*` (the refspec versions before staged
 /// sharing configured) replaced Map entries learned here.
 pub const LOCAL_REF: &str = "refs/code-intel-local/map";
-/// The entries this clone learned (the exact file of each) and the ids it removed.
+/// The entries this clone learned (the exact file of each) and the ids it removed, sealed with
+/// the clone's key.
 pub const OWN_REF: &str = "refs/code-intel-local/map-own";
+const OWN_SEAL: &str = "seal";
+const OWN_SEAL_DOMAIN: &str = "map own record";
 
 /// An entry's file is never read when larger than this (ours are well under 2 KB).
 pub const MAX_ENTRY_BYTES: u64 = 16 * 1024;
@@ -271,7 +275,10 @@ fn read_slots(repo: &gix::Repository, commit: ObjectId) -> Result<(Slots, Vec<St
     for entry in untrusted::tree(repo, info.tree, MAX_TREE_BYTES)? {
         let name = entry.name.to_string();
         let Some(stem) = name.strip_suffix(".json") else {
-            notes.push(format!("{} is not a Map entry", untrusted::quote(&name, untrusted::QUOTED_CHARS)));
+            // `<id>.seal`: what a development version wrote beside its entries; dropped quietly.
+            if !name.ends_with(".seal") {
+                notes.push(format!("{} is not a Map entry", untrusted::quote(&name, untrusted::QUOTED_CHARS)));
+            }
             continue;
         };
         if !entry.is_blob() {
@@ -311,17 +318,42 @@ fn write_slots(repo: &gix::Repository, slots: &Slots) -> Result<ObjectId, Error>
     Ok(repo.write_object(&gix::objs::Tree { entries }).map_err(git)?.detach())
 }
 
+/// What the own record's seal covers: its entries, one `name oid` line each, sorted.
+fn own_listing(entries: &[(String, ObjectId)]) -> Vec<u8> {
+    let mut lines: Vec<String> = entries.iter().map(|(name, oid)| format!("{name} {oid}\n")).collect();
+    lines.sort();
+    lines.concat().into_bytes()
+}
+
 /// The own record at `commit`: `<id>.json` for each entry written here, `<id>.removed` for
-/// each id removed here.
-fn read_own(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<Own, Error> {
+/// each id removed here, and this clone's seal of that list. A record whose seal does not
+/// verify (written over by a fetch of every ref, or by hand) is not this clone's: it counts as
+/// empty, so nothing passes for an entry learned here.
+fn read_own(repo: &gix::Repository, key: &CloneKey, commit: Option<ObjectId>) -> Result<Own, Error> {
     let mut own = Own::default();
     let Some(commit) = commit else { return Ok(own) };
     let tree = repo.find_commit(commit).map_err(git)?.tree().map_err(git)?;
+    let mut listed = Vec::new();
+    let mut seal = None;
     for entry in tree.iter() {
         let entry = entry.map_err(git)?;
         let name = entry.filename().to_string();
+        if name == OWN_SEAL {
+            seal = Some(entry.oid().to_owned());
+        } else {
+            listed.push((name, entry.oid().to_owned()));
+        }
+    }
+    let sealed = seal
+        .and_then(|s| untrusted::blob(repo, s, 256).ok())
+        .is_some_and(|s| key.verifies(OWN_SEAL_DOMAIN, &own_listing(&listed), &s));
+    if !sealed {
+        tracing::warn!("{OWN_REF} does not carry this clone's seal: no Map entry counts as learned here");
+        return Ok(own);
+    }
+    for (name, oid) in listed {
         if let Some(id) = name.strip_suffix(".json") {
-            own.files.insert(id.to_owned(), entry.oid().to_owned());
+            own.files.insert(id.to_owned(), oid);
         } else if let Some(id) = name.strip_suffix(".removed") {
             own.removed.insert(id.to_owned());
         }
@@ -329,18 +361,20 @@ fn read_own(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<Own, Err
     Ok(own)
 }
 
-fn write_own(repo: &gix::Repository, own: &Own) -> Result<ObjectId, Error> {
+fn write_own(repo: &gix::Repository, key: &CloneKey, own: &Own) -> Result<ObjectId, Error> {
     let blob = gix::objs::tree::EntryKind::Blob.into();
     let empty = repo.write_blob(b"").map_err(git)?.detach();
-    let mut entries: Vec<gix::objs::tree::Entry> = own
+    let listed: Vec<(String, ObjectId)> = own
         .files
         .iter()
-        .map(|(id, json)| gix::objs::tree::Entry { mode: blob, filename: format!("{id}.json").into(), oid: *json })
-        .chain(own.removed.iter().map(|id| gix::objs::tree::Entry {
-            mode: blob,
-            filename: format!("{id}.removed").into(),
-            oid: empty,
-        }))
+        .map(|(id, json)| (format!("{id}.json"), *json))
+        .chain(own.removed.iter().map(|id| (format!("{id}.removed"), empty)))
+        .collect();
+    let seal = repo.write_blob(key.seal(OWN_SEAL_DOMAIN, &own_listing(&listed)).as_bytes()).map_err(git)?.detach();
+    let mut entries: Vec<gix::objs::tree::Entry> = listed
+        .into_iter()
+        .chain([(OWN_SEAL.to_owned(), seal)])
+        .map(|(name, oid)| gix::objs::tree::Entry { mode: blob, filename: name.into(), oid })
         .collect();
     entries.sort_by(|a, b| a.filename.cmp(&b.filename));
     Ok(repo.write_object(&gix::objs::Tree { entries }).map_err(git)?.detach())
@@ -377,12 +411,26 @@ fn merge_slots(base: &Slots, ours: &Slots, theirs: &Slots, own: &Own) -> Slots {
 
 pub struct MapStore {
     repo: gix::ThreadSafeRepository,
+    key: std::sync::OnceLock<Result<CloneKey, String>>,
 }
 
 impl MapStore {
     pub fn open(root: &Path) -> Result<MapStore, Error> {
         let repo = gix::open(root).map_err(|e| Error::Git(format!("not a git repository: {e}")))?;
-        Ok(MapStore { repo: repo.into_sync() })
+        Ok(MapStore { repo: repo.into_sync(), key: std::sync::OnceLock::new() })
+    }
+
+    fn key(&self) -> Result<&CloneKey, Error> {
+        self.key
+            .get_or_init(|| CloneKey::of(&self.repo.to_thread_local()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| Error::Git(format!("the clone key: {e}")))
+    }
+
+    /// This clone's own record, as it stands.
+    fn own(&self, repo: &gix::Repository) -> Result<(Option<ObjectId>, Own), Error> {
+        let tip = code_intel_gitstate::log::tip(repo, OWN_REF)?;
+        Ok((tip, read_own(repo, self.key()?, tip)?))
     }
 
     /// The Map's current commit, if there is a Map.
@@ -419,7 +467,7 @@ impl MapStore {
             Err(e) => return Err(Error::Git(format!("{MAP_REF} cannot be read: {e}"))),
         };
         notes.into_iter().for_each(|n| out.skip(format!("{MAP_REF}: {n}")));
-        let own = read_own(&repo, code_intel_gitstate::log::tip(&repo, OWN_REF)?)?;
+        let (_, own) = self.own(&repo)?;
         // Which remote's staged Map holds each entry, for the provenance of shared ones.
         let mut staged: Vec<(String, ObjectId, Slots)> = Vec::new();
         for (remote, staged_tip) in shared::MAP.tracking_tips(&repo)? {
@@ -503,8 +551,7 @@ impl MapStore {
         for _ in 0..20 {
             let tip = code_intel_gitstate::log::tip(&repo, MAP_REF)?;
             let mine = code_intel_gitstate::log::tip(&repo, LOCAL_REF)?;
-            let own_tip = code_intel_gitstate::log::tip(&repo, OWN_REF)?;
-            let mut own = read_own(&repo, own_tip)?;
+            let (own_tip, mut own) = self.own(&repo)?;
             let lost = match (tip, mine) {
                 (Some(t), Some(m)) if t != m && !is_ancestor(&repo, m, t) => Some(m),
                 (None, Some(m)) => Some(m),
@@ -534,7 +581,7 @@ impl MapStore {
                 update(LOCAL_REF, PreviousValue::Any, Target::Object(commit), message)?,
             ];
             if own != own_before {
-                let own_tree = write_own(&repo, &own)?;
+                let own_tree = write_own(&repo, self.key()?, &own)?;
                 let own_commit = code_intel_gitstate::refs::write_commit(&repo, own_tree, own_tip, message)?;
                 edits.push(update(OWN_REF, expecting(own_tip), Target::Object(own_commit), message)?);
             }
@@ -615,7 +662,7 @@ impl MapStore {
             };
         for _ in 0..20 {
             let tip = code_intel_gitstate::log::tip(repo, MAP_REF)?;
-            let own = read_own(repo, code_intel_gitstate::log::tip(repo, OWN_REF)?)?;
+            let (_, own) = self.own(repo)?;
             let mut edits = vec![shared::MAP.mark_merged(staged)?];
             let already = tip.is_some_and(|t| {
                 t == staged.tip || untrusted::is_ancestor(repo, staged.tip, t, ANCESTRY_BUDGET) == Some(true)
@@ -866,7 +913,7 @@ mod tests {
             git(clone, &["init", "-q"]);
             git(clone, &["remote", "add", "origin", remote.to_str().unwrap()]);
         }
-        let [spec, _] = shared::fetch_refspecs("origin");
+        let spec = shared::MAP.fetch_refspec("origin");
         let fetch = |clone: &std::path::Path| git(clone, &["fetch", "-q", "origin", &spec]);
         let push =
             |clone: &std::path::Path| git(clone, &["push", "-q", "origin", "refs/code-intel/map:refs/code-intel/map"]);
@@ -918,7 +965,7 @@ mod tests {
             git(clone, &["init", "-q"]);
             git(clone, &["remote", "add", "origin", remote.to_str().unwrap()]);
         }
-        let [spec, _] = shared::fetch_refspecs("origin");
+        let spec = shared::MAP.fetch_refspec("origin");
         let map = "refs/code-intel/map:refs/code-intel/map";
         let store = MapStore::open(&a).unwrap();
         for i in 1..=3 {
@@ -975,5 +1022,33 @@ mod tests {
         // The merge keeps the remote's tip as a parent: a's next push is a fast-forward.
         git(&a, &["push", "-q", "origin", map]);
         git(&a, &["fsck", "--strict", "--no-progress"]);
+    }
+
+    /// The own record written over (a fetch of every ref, a hand edit): without this clone's
+    /// seal it lists nothing, so no entry passes for one learned here.
+    #[test]
+    fn an_own_record_without_this_clones_seal_counts_for_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q"]);
+        let store = MapStore::open(dir.path()).unwrap();
+        store.add(&entry(1)).unwrap();
+        assert_eq!(store.read().unwrap().entries[0].origin, Origin::Local);
+        // The same listing, committed by someone without the key.
+        let tree = git(dir.path(), &["rev-parse", &format!("{OWN_REF}^{{tree}}")]);
+        let listing = git(dir.path(), &["ls-tree", &tree]);
+        let unsealed: String = listing.lines().filter(|l| !l.ends_with("\tseal")).map(|l| format!("{l}\n")).collect();
+        let file = dir.path().join("listing");
+        std::fs::write(&file, unsealed).unwrap();
+        let forged_tree = std::process::Command::new("git")
+            .arg("mktree")
+            .current_dir(dir.path())
+            .stdin(std::fs::File::open(&file).unwrap())
+            .output()
+            .unwrap();
+        let forged_tree = String::from_utf8_lossy(&forged_tree.stdout).trim().to_owned();
+        let forged = git(dir.path(), &["commit-tree", &forged_tree, "-m", "forged"]);
+        git(dir.path(), &["update-ref", OWN_REF, &forged]);
+        let read = store.read().unwrap();
+        assert!(matches!(read.entries[0].origin, Origin::Shared { .. }), "{:?}", read.entries[0].origin);
     }
 }

@@ -87,8 +87,8 @@ pub struct ShareReport {
     pub kept_from_shared: usize,
     /// Records of those Forests that failed the checks and were left out.
     pub refused: usize,
-    /// Records of those Forests left out because the export reached its size limit (this
-    /// clone's own vectors come first).
+    /// Vectors left out because the export reached its size limit (this clone's own come
+    /// first).
     pub left_out: usize,
     /// The commit `refs/code-intel/forest` points at.
     pub commit: Option<String>,
@@ -439,15 +439,20 @@ pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
     // in, `MAX_SOURCE_BYTES`, with room to spare), then the teammates'.
     let budget = (MAX_SOURCE_BYTES as usize) / 10 * 9;
     let own_total: usize = own.iter().map(|s| 12 + s.len() * record_len).sum();
+    let mut own_budget = budget;
     let mut spare = budget.saturating_sub(own_total);
     let mut entries = Vec::new();
     for first in 0..=255u8 {
         let mut records: BTreeMap<Key, Vec<u8>> = BTreeMap::new();
         let mut bytes = 12usize;
         for (key, record) in own[usize::from(first)].drain(..) {
-            if bytes + record_len > MAX_SHARD_BYTES as usize {
-                break;
+            // This clone's own vectors too stop at the limits: a Forest over them is one every
+            // reader refuses whole.
+            if bytes + record_len > MAX_SHARD_BYTES as usize || own_budget < record_len {
+                report.left_out += 1;
+                continue;
             }
+            own_budget -= record_len;
             bytes += record_len;
             report.own += 1;
             records.insert(key, record);
