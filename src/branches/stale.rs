@@ -23,7 +23,7 @@ pub struct StaleBranch {
 }
 
 /// Every `llm_task_*` branch this work tree may act on, with its base and commits ahead. A task
-/// branch in use ([`super::branches_in_use`]: checked out in another work tree, its session's,
+/// branch in use (checked out in another work tree, its session's,
 /// being rebased or bisected) is left out; [`elsewhere`] names those. A branch ref that cannot
 /// be read is an error, not something to skip: it could hold work.
 pub fn list(root: &Path) -> Result<Vec<StaleBranch>, crate::Error> {
