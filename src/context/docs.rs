@@ -18,6 +18,10 @@ use code_intel_semantic::lexical::Bm25;
 
 /// Documents named in `must_read` at most.
 pub const MAX_MUST_READ: usize = 3;
+/// Other candidates named by path at most (the count is always given).
+pub const MAX_OTHERS: usize = 20;
+/// Where the procedure files for the reading live.
+pub const PROMPTS_DIR: &str = ".code-intel/doc_research";
 /// Sections shown per document at most.
 const MAX_SECTIONS: usize = 3;
 /// A document is named when it scores at least this share of the best one.
@@ -56,8 +60,15 @@ pub struct DocumentResearch {
     pub must_read: Vec<MustRead>,
     /// Documents found under `doc_research.docs_path` that match `document_search`.
     pub candidates: usize,
+    /// The other candidates by path (at most 20), for reading beyond must_read.
+    pub others: Vec<String>,
     /// Where they were looked for.
     pub docs_path: Vec<String>,
+    /// The procedure files (`doc_research.default_prompts`) that exist, for whoever reads.
+    pub prompts: Vec<String>,
+    /// What to do when must_read is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The candidate documents' repository-relative paths, sorted.
@@ -221,7 +232,7 @@ pub fn research(
         chosen.push((d, fused));
     }
     chosen.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let must_read = chosen
+    let must_read: Vec<MustRead> = chosen
         .into_iter()
         .take(MAX_MUST_READ)
         .map(|(d, fused)| {
@@ -237,7 +248,26 @@ pub fn research(
             MustRead { path: found[d].clone(), sections: secs, score: fused }
         })
         .collect();
-    DocumentResearch { must_read, candidates: found.len(), docs_path: cx.docs_path.clone() }
+    let others: Vec<String> = found
+        .iter()
+        .filter(|d| !must_read.iter().any(|m: &MustRead| &m.path == *d))
+        .take(MAX_OTHERS)
+        .cloned()
+        .collect();
+    let prompts = cx
+        .default_prompts
+        .iter()
+        .map(|p| format!("{PROMPTS_DIR}/{}", p.trim_start_matches("./")))
+        .filter(|p| repo.resolve(p).is_ok_and(|abs| abs.is_file()))
+        .collect();
+    DocumentResearch {
+        must_read,
+        candidates: found.len(),
+        others,
+        docs_path: cx.docs_path.clone(),
+        prompts,
+        note: None,
+    }
 }
 
 /// Documents by their best section's similarity to `query`, best first: (document, cosine,

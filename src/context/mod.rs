@@ -66,6 +66,7 @@ struct RawRules {
 struct RawDocResearch {
     enabled: Option<bool>,
     docs_path: Option<OneOrMany>,
+    default_prompts: Option<OneOrMany>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,6 +85,8 @@ pub struct ProjectContext {
     pub fingerprints: BTreeMap<String, String>,
     pub doc_research_enabled: bool,
     pub docs_path: Vec<String>,
+    /// The procedure files for the reading, under `.code-intel/doc_research/`.
+    pub default_prompts: Vec<String>,
     pub include_patterns: Vec<String>,
     pub exclude_patterns: Vec<String>,
     /// Whether the file exists.
@@ -112,6 +115,10 @@ impl ProjectContext {
             fingerprints: rules.fingerprints.unwrap_or_default(),
             doc_research_enabled: research.enabled.unwrap_or(true),
             docs_path: research.docs_path.map(OneOrMany::into_vec).unwrap_or_else(|| vec!["docs/".into()]),
+            default_prompts: research
+                .default_prompts
+                .map(OneOrMany::into_vec)
+                .unwrap_or_else(|| vec!["default.md".into()]),
             include_patterns: search.include_patterns.unwrap_or_else(|| vec!["**/*.md".into()]),
             exclude_patterns: search.exclude_patterns.unwrap_or_default(),
             exists,
@@ -119,15 +126,17 @@ impl ProjectContext {
         }
     }
 
-    /// The rule sources: those `source` names, else the usual instruction files that exist
-    /// (CLAUDE.md when none does).
+    /// The rule sources: the `source` names, then every usual instruction file that exists
+    /// (CLAUDE.md, .claude/CLAUDE.md, AGENTS.md): an AGENTS.md holds rules whether or not a
+    /// CLAUDE.md was named. CLAUDE.md when there is none.
     pub fn sources(&self, root: &Path) -> Vec<String> {
-        if !self.named_sources.is_empty() {
-            return self.named_sources.clone();
+        let mut out = self.named_sources.clone();
+        for found in DEFAULT_SOURCES.iter().filter(|s| source_file(root, s).is_some()) {
+            if !out.iter().any(|s| s == found) {
+                out.push((*found).to_owned());
+            }
         }
-        let found: Vec<String> =
-            DEFAULT_SOURCES.iter().filter(|s| source_file(root, s).is_some()).map(|s| (*s).to_owned()).collect();
-        if found.is_empty() { vec![DEFAULT_SOURCES[0].to_owned()] } else { found }
+        if out.is_empty() { vec![DEFAULT_SOURCES[0].to_owned()] } else { out }
     }
 }
 
@@ -445,6 +454,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".code-intel")).unwrap();
         dir
+    }
+
+    /// AGENTS.md is a rules source whenever it exists: with the template as init writes it, and
+    /// with an older template that named CLAUDE.md alone.
+    #[test]
+    fn agents_md_is_a_rules_source_beside_a_named_claude_md() {
+        let dir = repo();
+        let root = dir.path();
+        std::fs::write(root.join("AGENTS.md"), "Run the tests before committing.\n").unwrap();
+        std::fs::write(root.join(CONTEXT_FILE), TEMPLATE).unwrap();
+        assert_eq!(ProjectContext::load(root).sources(root), vec!["AGENTS.md"]);
+        let old = TEMPLATE.replacen("project_rules:\n", "project_rules:\n  source: \"CLAUDE.md\"\n", 1);
+        std::fs::write(root.join(CONTEXT_FILE), old).unwrap();
+        assert_eq!(ProjectContext::load(root).sources(root), vec!["CLAUDE.md", "AGENTS.md"]);
+        let rules = project_rules(root, &Contract::builtin());
+        let agents = rules.sources.iter().find(|s| s.path == "AGENTS.md").expect("AGENTS.md listed");
+        assert!(agents.exists && agents.changed && rules.stale, "{rules:?}");
     }
 
     #[test]

@@ -26,9 +26,13 @@ pub(super) fn resolve_target(ws: &Workspace, file_path: &str) -> SessionResult<(
 }
 
 /// Reads the files the payload's evidence names, confined to the repository.
-pub(super) fn evidence_facts(ws: &Workspace, payload: &Payload) -> BTreeMap<String, EvidenceFile> {
+pub(super) fn evidence_facts(
+    ws: &Workspace,
+    state: &SessionState,
+    payload: &Payload,
+) -> BTreeMap<String, EvidenceFile> {
     let mut out = BTreeMap::new();
-    for path in submit::evidence_paths(payload) {
+    for path in submit::evidence_paths(state, payload) {
         let fact = match ws.repo.resolve(&path) {
             Err(PathError::OutsideRepo { .. } | PathError::GitDir { .. }) => EvidenceFile::Outside,
             Err(PathError::NotFound { .. }) => EvidenceFile::Missing,
@@ -73,7 +77,80 @@ pub(super) fn collect_strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a st
 
 /// The documents to read, when `response` is DOCUMENT_RESEARCH's.
 pub(super) fn documents_for(ws: &Workspace, response: &PhaseResponse, query: &str) -> Option<DocumentResearch> {
-    (response.phase == Phase::DocumentResearch.name()).then(|| research(ws, query))
+    (response.phase == Phase::DocumentResearch.name()).then(|| {
+        let mut documents = research(ws, query);
+        if documents.must_read.is_empty() {
+            documents.note = Some(ws.contract.message(&msg::DOC_RESEARCH_NONE_REQUIRED, &[]));
+        }
+        documents
+    })
+}
+
+/// The cosine under which a named symbol reads as far from the request (all-MiniLM-L6-v2:
+/// names the request is about score 0.29 and more against it, sibling functions about 0.21,
+/// wrong ones 0.13 or less; the measurements are in docs/PROTOCOL.md).
+pub(super) const SYMBOL_RELEVANCE_FLOOR: f32 = 0.18;
+
+/// A symbol's name as words: `Auth.refreshToken` and `refresh_token` read as "auth refresh
+/// token" and "refresh token".
+pub(super) fn symbol_words(symbol: &str) -> String {
+    let mut out = String::new();
+    let mut prev_lower = false;
+    for c in symbol.chars() {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() && prev_lower {
+                out.push(' ');
+            }
+            out.extend(c.to_lowercase());
+            prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        } else {
+            if !out.ends_with(' ') && !out.is_empty() {
+                out.push(' ');
+            }
+            prev_lower = false;
+        }
+    }
+    out.trim().to_owned()
+}
+
+/// QUERY_FRAME's target_symbols that read far from the request, by the embedding model; none
+/// without a model.
+pub(super) fn far_symbols(ws: &Workspace, payload: &Payload, query: &str) -> Vec<String> {
+    let Body::QueryFrame(p) = &payload.body else { return Vec::new() };
+    let symbols: Vec<&String> =
+        p.target_symbols.iter().flatten().filter(|s| !symbol_words(s).is_empty()).take(20).collect();
+    if symbols.is_empty() || !ws.semantic.available() {
+        return Vec::new();
+    }
+    let mut texts = vec![query.to_owned()];
+    texts.extend(symbols.iter().map(|s| symbol_words(s)));
+    let Ok(vectors) = ws.semantic.embed_texts(&texts) else { return Vec::new() };
+    let cosine = |a: &[f32], b: &[f32]| {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        dot / (norm(a) * norm(b)).max(f32::EPSILON)
+    };
+    symbols
+        .iter()
+        .zip(vectors.iter().skip(1))
+        .filter(|(_, v)| cosine(&vectors[0], v) < SYMBOL_RELEVANCE_FLOOR)
+        .map(|(s, _)| (*s).clone())
+        .collect()
+}
+
+/// In EXPLORATION: the recorded failures whose request is close to this one, if any.
+pub(super) fn past_failures_for(
+    ws: &Workspace,
+    response: &PhaseResponse,
+    query: &str,
+) -> Option<lessons::PastFailures> {
+    if response.phase != Phase::Exploration.name() {
+        return None;
+    }
+    let repo = gix::open(ws.repo.root()).ok()?;
+    let outcomes = lessons::close_to(&repo, query);
+    (!outcomes.is_empty())
+        .then(|| lessons::PastFailures { note: ws.contract.message(&msg::PAST_FAILURES, &[]), outcomes })
 }
 
 /// DOCUMENT_RESEARCH's ranking: BM25, plus the embedding model when one is installed.

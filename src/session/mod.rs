@@ -24,7 +24,7 @@ use code_intel_codebase::repo::PathError;
 use code_intel_workflow::contract::catalogue::{self as msg, Msg};
 use code_intel_workflow::engine::evidence::EvidenceFile;
 use code_intel_workflow::engine::payload::{self, Body, Payload};
-use code_intel_workflow::engine::phase::{self, Phase};
+use code_intel_workflow::engine::phase::{self, Phase, ReadyStep};
 use code_intel_workflow::engine::response::{self, PhaseResponse, Refusal, SessionStatus};
 use code_intel_workflow::engine::state::{Checkpoint, Flags, GateLevel, Intent, SessionState};
 use code_intel_workflow::engine::submit::{self, DocumentFacts, Effect, Facts, StartParams};
@@ -32,6 +32,7 @@ use code_intel_workflow::engine::{self as engine_api, WriteAllowed};
 
 mod effects;
 mod facts;
+pub mod lessons;
 mod replies;
 pub mod store;
 
@@ -40,8 +41,19 @@ use facts::*;
 pub use replies::*;
 use replies::{contract_error, invalid, plain, store_error};
 
+/// What a [`ToolRecord`] belongs to: the phase, and in READY's implementation the task at hand,
+/// so a `check_write_target` called for one task never counts for the next (the engine clears
+/// the tools it holds per task; this record must follow it).
+fn record_key(st: &SessionState) -> String {
+    let key = phase::summary_key(st.phase(), st.ready_step());
+    match (st.ready_step(), st.pending_tasks().next()) {
+        (Some(ReadyStep::Impl), Some(task)) => format!("{key}#{}", task.id),
+        _ => key,
+    }
+}
+
 /// The tools this process served, and the files their answers showed, in one phase of one
-/// session.
+/// session (one task, in READY's implementation).
 #[derive(Debug, Default)]
 struct ToolRecord {
     session_id: String,
@@ -166,7 +178,9 @@ impl Sessions {
             Ok(_) => {
                 self.reset_record(&checkpoint);
                 let documents = documents_for(ws, &response, &checkpoint.orchestrator_state.query);
+                let past_failures = past_failures_for(ws, &response, &checkpoint.orchestrator_state.query);
                 Ok(SessionReply {
+                    past_failures,
                     response,
                     stale_branches,
                     task_branch: None,
@@ -201,10 +215,11 @@ impl Sessions {
             .then(|| task_changes(ws, &checkpoint.orchestrator_state))
             .flatten();
         let facts = |payload: Option<&Payload>| Facts {
-            evidence: payload.map(|p| evidence_facts(ws, p)).unwrap_or_default(),
+            evidence: payload.map(|p| evidence_facts(ws, &checkpoint.orchestrator_state, p)).unwrap_or_default(),
             semantic_available: ws.semantic.available(),
             changed_files: changed_files.clone(),
             documents: payload.and_then(|p| document_facts(ws, p, &checkpoint.orchestrator_state.query)),
+            far_symbols: payload.map(|p| far_symbols(ws, p, &checkpoint.orchestrator_state.query)).unwrap_or_default(),
         };
         let decoded = payload::decode(checkpoint.orchestrator_state.phase(), &data).ok();
         let accepted = match (&decoded, checkpoint.orchestrator_state.is_complete()) {
@@ -283,7 +298,9 @@ impl Sessions {
             Ok(()) => {
                 self.reset_record(&next);
                 let documents = documents_for(ws, &accepted.response, &next.orchestrator_state.query);
+                let past_failures = past_failures_for(ws, &accepted.response, &next.orchestrator_state.query);
                 Ok(SessionReply {
+                    past_failures,
                     response: accepted.response,
                     stale_branches: None,
                     task_branch: next.orchestrator_state.task_branch.clone(),
@@ -349,12 +366,14 @@ impl Sessions {
         self.merge_record(&mut checkpoint);
         let status = response::status(&ws.contract, &checkpoint);
         let documents = documents_for(ws, &status.response, &checkpoint.orchestrator_state.query);
+        let past_failures = past_failures_for(ws, &status.response, &checkpoint.orchestrator_state.query);
         Ok(StatusReply::Active(Box::new(ActiveStatus {
             status,
             active: true,
             checkpoint: stored.commit.to_string(),
             project_rules: context::project_rules(ws.repo.root(), &ws.contract),
             documents,
+            past_failures,
         })))
     }
 
@@ -422,7 +441,7 @@ impl Sessions {
         let Ok(store) = &self.store else { return };
         let Ok(Some(stored)) = store.active() else { return };
         let st = &stored.checkpoint.orchestrator_state;
-        let key = phase::summary_key(st.phase(), st.ready_step());
+        let key = record_key(st);
         let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
         if record.session_id != st.session_id || record.step_key != key {
             *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
@@ -438,7 +457,7 @@ impl Sessions {
 
     fn merge_record(&self, checkpoint: &mut Checkpoint) {
         let st = &mut checkpoint.orchestrator_state;
-        let key = phase::summary_key(st.phase(), st.ready_step());
+        let key = record_key(st);
         let record = self.record.lock().unwrap_or_else(|p| p.into_inner());
         if record.session_id == st.session_id && record.step_key == key {
             st.tools_called.extend(record.tools.iter().cloned());
@@ -449,7 +468,7 @@ impl Sessions {
     fn reset_record(&self, checkpoint: &Checkpoint) {
         let st = &checkpoint.orchestrator_state;
         let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
-        let key = phase::summary_key(st.phase(), st.ready_step());
+        let key = record_key(st);
         if record.session_id != st.session_id || record.step_key != key {
             *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
         }

@@ -71,6 +71,9 @@ pub struct SessionReply {
     /// In DOCUMENT_RESEARCH: the documents to read (`must_read`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub documents: Option<DocumentResearch>,
+    /// In EXPLORATION: earlier sessions with a close request that failed, quoted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub past_failures: Option<super::lessons::PastFailures>,
     /// What the server decided about this session from the project's context.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -96,6 +99,9 @@ pub struct ActiveStatus {
     /// In DOCUMENT_RESEARCH: the documents to read (`must_read`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub documents: Option<DocumentResearch>,
+    /// In EXPLORATION: earlier sessions with a close request that failed, quoted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub past_failures: Option<super::lessons::PastFailures>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -65,12 +65,22 @@ pub struct AnalyzeImpactParams {
     /// What the change is; echoed back to keep the analysis self-describing.
     #[arg(long)]
     pub change_description: Option<String>,
+    /// The symbols you will change (`name` or `Class.name`): only their uses are followed.
+    /// Without them, every top-level symbol of the target files is, and imports of the files.
+    #[arg(long = "symbol")]
+    pub symbols: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Target {
     pub file: String,
     /// The symbols whose uses were followed.
+    pub symbols: Vec<String>,
+}
+
+/// `symbols` names the targets do not define (their uses were not followed).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct NotDefined {
     pub symbols: Vec<String>,
 }
 
@@ -100,6 +110,9 @@ pub struct AnalyzeImpactOutput {
     pub must_verify: Vec<ImpactEntry>,
     pub should_verify: Vec<ImpactEntry>,
     pub summary: ImpactSummary,
+    /// Names given in `symbols` that no target file defines.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub symbols_not_defined: Vec<String>,
     /// Set when the answer came before the symbol index existed.
     pub fast_path: Option<FastPathNote>,
 }
@@ -178,13 +191,38 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
         target_rels.push(rel);
     }
 
-    // What each target defines that others may use: only the targets need parsing for this.
-    let targets: Vec<Target> = ws.with_index_for(&Lookup::Paths(target_rels.clone()), |index, _| {
-        target_rels.iter().map(|rel| Target { file: rel.clone(), symbols: followed_names(index, rel) }).collect()
+    // The symbols the agent names, by their last segment (`Auth.login` is `login`).
+    let named: Option<BTreeSet<String>> = params.symbols.as_ref().map(|v| {
+        v.iter()
+            .map(|s| s.trim().rsplit(['.', ':']).next().unwrap_or("").to_owned())
+            .filter(|s| !s.is_empty())
+            .collect()
     });
+    let named = named.filter(|n| !n.is_empty());
+    // What each target defines that others may use (or, with `symbols`, those of them it
+    // defines): only the targets need parsing for this.
+    let targets: Vec<Target> = ws.with_index_for(&Lookup::Paths(target_rels.clone()), |index, _| {
+        target_rels
+            .iter()
+            .map(|rel| {
+                let symbols = match &named {
+                    None => followed_names(index, rel),
+                    Some(named) => defined_names(index, rel, named),
+                };
+                Target { file: rel.clone(), symbols }
+            })
+            .collect()
+    });
+    let symbols_not_defined: Vec<String> =
+        named.iter().flatten().filter(|n| !targets.iter().any(|t| t.symbols.contains(n))).cloned().collect();
     // Who uses those names, or imports the targets' modules: only files containing one of
-    // them can, so before the index exists only those are parsed.
-    let stems: Vec<String> = target_rels.iter().map(|rel| module_stem(rel)).filter(|s| s.len() >= 3).collect();
+    // them can, so before the index exists only those are parsed. Named symbols are followed
+    // alone: an import of the module says nothing about them.
+    let stems: Vec<String> = if named.is_some() {
+        Vec::new()
+    } else {
+        target_rels.iter().map(|rel| module_stem(rel)).filter(|s| s.len() >= 3).collect()
+    };
     let mut words: Vec<String> = targets.iter().flat_map(|t| t.symbols.iter().cloned()).chain(stems).collect();
     words.sort();
     words.dedup();
@@ -206,7 +244,7 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
                 // Imports that name the target's module (file stem), e.g. `use crate::auth`,
                 // `from auth import`, `#include "auth.h"`, `require './auth'`.
                 let stem = module_stem(&target.file);
-                if stem.len() >= 3 {
+                if stem.len() >= 3 && named.is_none() {
                     // The index lists, for each word, the files whose imports contain it; a stem
                     // that is not one word is looked for in every file's imports.
                     let candidates: Vec<u32> =
@@ -234,7 +272,7 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
 
     // Configs and docs are not in the symbol index: search them as text.
     let mut words: BTreeSet<String> = targets.iter().flat_map(|t| t.symbols.iter().cloned()).collect();
-    for rel in &target_rels {
+    for rel in target_rels.iter().filter(|_| named.is_none()) {
         if let Some(name) = rel.rsplit('/').next() {
             words.insert(name.to_owned());
         }
@@ -284,8 +322,18 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
         targets,
         must_verify,
         should_verify,
+        symbols_not_defined,
         fast_path,
     })
+}
+
+/// The names of `named` that the target file defines, at any depth.
+fn defined_names(index: &SymbolIndex, rel: &str, named: &BTreeSet<String>) -> Vec<String> {
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    if let Some(file) = index.file(rel) {
+        names.extend(file.outline.symbols.iter().filter(|s| named.contains(&s.name)).map(|s| s.name.clone()));
+    }
+    names.into_iter().collect()
 }
 
 fn list(items: &[String]) -> String {

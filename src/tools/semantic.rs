@@ -406,7 +406,11 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
     });
     let repo = gix::open(ws.repo.root()).map_err(|e| err(&e))?;
     let message = format!("outcome {outcome} for session {}", facts.session_id);
-    let logged = code_intel_gitstate::log::append(&repo, code_intel_gitstate::log::OUTCOME_LOG, &record, &message)
+    let key = code_intel_gitstate::seal::CloneKey::of(&repo).map_err(|e| err(&e))?;
+    let logged =
+        code_intel_gitstate::log::append_sealed(&repo, code_intel_gitstate::log::OUTCOME_LOG, &record, &message, |b| {
+            key.seal(code_intel_gitstate::log::OUTCOME_SEAL, b)
+        })
         .map_err(|e| err(&e))?;
     Ok(RecordOutcomeOutput {
         outcome,

@@ -368,6 +368,15 @@ fn codex_and_claude_code_get_the_same_procedures() {
     }
     let outcome = std::fs::read_to_string(root.join(".claude/commands/outcome.md")).unwrap();
     assert!(outcome.contains("record_outcome") && outcome.contains("success"), "{outcome}");
+    // Every flag of the seeds, each with what is possible: --rebuild through a served tool,
+    // --clean through the user (the hooks block it from the agent's shell).
+    let rebuild = code.lines().find(|l| l.starts_with("| `--rebuild`")).expect("--rebuild in the flag table");
+    assert!(rebuild.contains("sync_index(force: true)"), "{rebuild}");
+    let clean = code.lines().find(|l| l.starts_with("| `--clean`")).expect("--clean in the flag table");
+    assert!(clean.contains("their own terminal"), "{clean}");
+    // The escalation asks in a way both clients have.
+    let escalation = std::fs::read_to_string(root.join(".code-intel/user_escalation.md")).unwrap();
+    assert!(escalation.contains("end your turn with the question"), "{escalation}");
 }
 
 /// init ends with the one-time step each client needs from the user, and `doctor` checks each

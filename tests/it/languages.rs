@@ -392,3 +392,38 @@ fn impact_finds_importers_through_the_index() {
     let only = after.iter().find(|(f, _)| f == "src/only_imports.py").expect("the importer is listed");
     assert!(only.1.contains("imports auth"), "{only:?}");
 }
+
+/// analyze_impact with `symbols` follows those symbols only: a file that uses another function
+/// of the same target, or only imports its module, is not in must_verify.
+#[test]
+fn impact_follows_the_named_symbols() {
+    use git_code_intel::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::write(root.join("src/only_imports.py"), "import auth\n\nVALUE = 1\n").unwrap();
+    std::fs::write(
+        root.join("src/checks.py"),
+        "from auth import validate_token\n\n\ndef ok(u):\n    return validate_token(u)\n",
+    )
+    .unwrap();
+    let ws = Workspace::open(root, false).unwrap();
+    let run = |symbols: Option<Vec<&str>>| {
+        let p = AnalyzeImpactParams {
+            target_files: Some(TargetFiles::One("src/auth.py".into())),
+            symbols: symbols.map(|v| v.into_iter().map(str::to_owned).collect()),
+            ..Default::default()
+        };
+        analyze_impact(&ws, p).unwrap()
+    };
+    let files = |out: &git_code_intel::tools::impact::AnalyzeImpactOutput| {
+        out.must_verify.iter().map(|e| e.file.clone()).collect::<Vec<_>>()
+    };
+    let whole = run(None);
+    assert_eq!(files(&whole), ["src/app.py", "src/checks.py", "src/only_imports.py"], "{whole:?}");
+    let login = run(Some(vec!["login"]));
+    assert_eq!(files(&login), ["src/app.py"], "{login:?}");
+    assert_eq!(login.targets[0].symbols, ["login"]);
+    let other = run(Some(vec!["auth.validate_token", "no_such_name"]));
+    assert_eq!(files(&other), ["src/checks.py"], "{other:?}");
+    assert_eq!(other.symbols_not_defined, ["no_such_name"]);
+}

@@ -2,6 +2,7 @@
 //! (over MCP stdio, or as the CLI and the git hooks) or the library, against real git
 //! repositories in temporary directories. Shared helpers are in [`common`].
 
+mod agent_reads;
 mod cli_parity;
 mod common;
 mod context;

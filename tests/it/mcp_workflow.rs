@@ -771,3 +771,38 @@ async fn session_start_fits_the_clients_limit() {
     assert!(text.contains("get_session_status returns them whole"), "{text}");
     client.cancel().await.unwrap();
 }
+
+/// check_write_target is needed for every task: one call for the first task does not carry over
+/// to the second (the record of served tools follows the task, as the engine's does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_write_target_is_needed_per_task() {
+    let repo = repo();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client, "MODIFY", json!({"quick": true})).await;
+    front(&client).await;
+    let item = |n: &str| json!([{"item": format!("{n} in auth.py"), "status": "pending"}]);
+    submit(
+        &client,
+        json!({"tasks": [{"id": "t1", "description": "first", "status": "pending", "checklist": item("first")},
+                         {"id": "t2", "description": "second", "status": "pending", "checklist": item("second")}],
+               "tools_used": [], "summary": "two tasks"}),
+    )
+    .await;
+    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let (a, b) = implement_refresh(root);
+    let done = |id: &str, n: &str| {
+        json!({"task_id": id, "checklist": [{"item": format!("{n} in auth.py"), "status": "done", "evidence": format!("src/auth.py:{a}-{b}")}],
+               "tools_used": ["check_write_target"], "summary": format!("{n} done")})
+    };
+    let r = submit(&client, done("t1", "first")).await;
+    assert_eq!(r["task_progress"]["next_task"]["id"], "t2", "{r}");
+    let r = reject(&client, done("t2", "second"), "payload_mismatch").await;
+    assert!(r["message"].as_str().unwrap().contains("check_write_target"), "{r}");
+    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let r = submit(&client, done("t2", "second")).await;
+    assert_eq!(r["all_complete"], true, "{r}");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}

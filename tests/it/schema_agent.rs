@@ -122,7 +122,10 @@ impl Agent {
         for _ in 0..120 {
             self.transcript.push(response.clone());
             match response["call"].as_str() {
-                Some("start_session") => {
+                // The end: the user's verdict goes to record_outcome, as the instruction asks.
+                Some("record_outcome") => {
+                    let (error, recorded) = self.tool("record_outcome", json!({"outcome": "success"})).await;
+                    assert!(!error, "record_outcome refused at the end: {recorded}");
                     self.client.cancel().await.unwrap();
                     return self.transcript;
                 }

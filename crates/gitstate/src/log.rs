@@ -36,6 +36,25 @@ const MAX_SEAL_BYTES: u64 = 256;
 /// How far a merge looks for a common history before it simply makes a merge commit.
 const ANCESTRY_BUDGET: usize = 2_000;
 
+/// What an OutcomeLog record's seal is made for: a record whose seal this clone's key verifies
+/// was recorded here; any other came from a teammate.
+pub const OUTCOME_SEAL: &str = "outcome record";
+
+/// Appends `record` to the log at `log_ref` as `file`, with `seal(bytes)` beside it (a clone
+/// key's seal over the record's exact bytes); returns the new tip.
+pub fn append_sealed(
+    repo: &gix::Repository,
+    log_ref: &str,
+    record: &serde_json::Value,
+    message: &str,
+    seal: impl FnOnce(&[u8]) -> String,
+) -> Result<ObjectId, Error> {
+    let text = serde_json::to_vec_pretty(record).map_err(git)?;
+    let blob = repo.write_blob(&text).map_err(git)?.detach();
+    let tree = record_tree(repo, RECORD_FILE, blob, Some(&seal(&text)))?;
+    append_tree(repo, log_ref, tree, message)
+}
+
 /// Appends `record` to the log at `log_ref` as `file`; returns the new tip.
 pub fn append_as(
     repo: &gix::Repository,

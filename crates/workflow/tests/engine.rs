@@ -759,7 +759,7 @@ fn default_full_flow() {
         r["message"],
         s.message(&["success", "MERGE", "merge_success"], &[("from_branch", "llm_task_s1"), ("to_branch", "main")])
     );
-    assert_eq!(r["call"], "start_session");
+    assert_eq!(r["call"], "record_outcome");
     s.err(json!({"summary": "more?"}), "no_active_session");
 }
 

@@ -59,10 +59,11 @@ catalogue! {
     TOOLS_NOT_CALLED = ["common_failures", "tools_not_called"] ("tools") Content;
     FIELD_REQUIRED = ["common_failures", "field_required"] ("field") Shape;
     PAYLOAD_INVALID = ["common_failures", "payload_invalid"] ("path", "error") Shape;
+    CHECKPOINT_TOO_LARGE = ["common_failures", "checkpoint_too_large"] ("size", "limit") Content;
 
     INVALID_CHOICE = ["failures", "BRANCH_INTERVENTION", "invalid_choice"] () Shape;
     BRANCH_OPERATION_FAILED = ["failures", "BRANCH_INTERVENTION", "branch_operation_failed"] ("choice", "errors") Failure;
-    EMPTY_DOCUMENTS = ["failures", "DOCUMENT_RESEARCH", "empty_documents"] () Shape;
+    EMPTY_DOCUMENTS = ["failures", "DOCUMENT_RESEARCH", "empty_documents"] () Content;
     DOCUMENTS_NOT_FOUND = ["failures", "DOCUMENT_RESEARCH", "documents_not_found"] ("files") Content;
     MUST_READ_NOT_REVIEWED = ["failures", "DOCUMENT_RESEARCH", "must_read_not_reviewed"] ("files") Content;
     EMPTY_RESULT = ["failures", "EXPLORATION", "empty_result"] () Shape;
@@ -195,6 +196,24 @@ catalogue! {
     SUMMARIES_SHORTENED = ["session_messages", "summaries_shortened"] () Note;
     CONTEXT_UNREADABLE = ["session_messages", "context_unreadable"] ("path", "error") Note;
     DOC_RESEARCH_DISABLED = ["session_messages", "doc_research_disabled"] ("path") Note;
+    GIT_CREATES_TASK_BRANCH = ["session_messages", "git_creates_task_branch"] ("session_id") Note;
+    GIT_ON_TASK_BRANCH = ["session_messages", "git_on_task_branch"] ("task_branch", "base_branch") Note;
+    GIT_NO_TASK_BRANCH = ["session_messages", "git_no_task_branch"] () Note;
+    GIT_COMMITS_TASK = ["session_messages", "git_commits_task"] ("task_branch") Note;
+    GIT_COMMITS_REVIEW_FIXES = ["session_messages", "git_commits_review_fixes"] ("task_branch") Note;
+    GIT_MERGES = ["session_messages", "git_merges"] ("task_branch", "base_branch") Note;
+    SYMBOLS_FAR_FROM_REQUEST = ["session_messages", "symbols_far_from_request"] ("symbols") Note;
+    PAST_FAILURES = ["session_messages", "past_failures"] () Note;
+    CHECKPOINT_SUMMARIES_SHORTENED = ["session_messages", "checkpoint_summaries_shortened"] () Note;
+    REVERT_VERIFICATION_FAILED = ["session_messages", "revert_verification_failed"] ("details", "count", "next_step") Note;
+    FAILURES_BEFORE_INTERVENTION = ["session_messages", "failures_before_intervention"] ("left", "limit") Note;
+    FAILURES_NO_INTERVENTION = ["session_messages", "failures_no_intervention"] () Note;
+    REVERT_AFTER_INTERVENTION = ["session_messages", "revert_after_intervention"] ("action") Note;
+    REVERT_QUALITY_ISSUES = ["session_messages", "revert_quality_issues"] ("issues", "count", "limit") Note;
+    EVIDENCE_REOPENED = ["session_messages", "evidence_reopened"] ("tasks") Note;
+    EVIDENCE_LINES_CHANGED = ["session_messages", "evidence_lines_changed"] () Note;
+    SEMANTIC_UNAVAILABLE_SKIPPED = ["session_messages", "semantic_unavailable_skipped"] () Note;
+    DOC_RESEARCH_NONE_REQUIRED = ["session_messages", "doc_research_none_required"] () Note;
     DOC_RESEARCH_NO_DOCUMENTS = ["session_messages", "doc_research_no_documents"] ("docs_path", "path") Note;
 
     PHASE_BLOCKED_HINT = ["hints", "phase_blocked_hint"] () Note;

@@ -15,6 +15,7 @@
 //! - [`evidence`]: `file:line` evidence and empty-implementation detection.
 //! - [`registry`]: the tools this server serves and what each does.
 
+pub mod cap;
 pub mod evidence;
 pub mod flow;
 pub mod payload;

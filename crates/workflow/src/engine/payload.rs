@@ -24,23 +24,20 @@ use crate::contract::catalogue::{self as msg, Msg};
 /// Fields of every payload.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 pub struct Common {
-    /// The key points someone resuming this session needs: decisions, constraints, open
-    /// questions (about 200-400 characters, at most 5 points). Only this is kept in the
-    /// checkpoint and returned as `phase_summaries` after a context loss.
+    /// What someone resuming needs (200-400 characters, at most 5 points); kept as
+    /// phase_summaries.
     #[schemars(required, regex(pattern = r"\S"))]
     pub summary: Option<String>,
-    /// Echo the compaction_count of the last response. If that response is no longer in your
-    /// context (after a compaction or a resume), send the last value you know plus 1: the
-    /// server then returns the phase_summaries.
+    /// Echo the last compaction_count; after losing your context, send the last value you
+    /// know plus 1.
     pub compaction_count: Option<u64>,
 }
 
 /// `tools_used`, asked for in every phase except READY completion and MERGE.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 pub struct ToolsUsed {
-    /// The tools you used in this phase. Names of this server's tools are checked against the
-    /// calls it served in this phase; other names (Read, Grep, ...) are accepted and count for
-    /// nothing.
+    /// Tools you called in this phase; this server's are checked, others (Read, ...) count
+    /// for nothing.
     #[schemars(required, extend("uniqueItems" = true))]
     pub tools_used: Option<Vec<String>>,
 }
@@ -66,8 +63,10 @@ pub struct BranchInterventionPayload {
 /// Step 3: the project documents read before the work.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 pub struct DocumentResearchPayload {
-    /// The documents you read (paths relative to the repository root), at least one.
-    #[schemars(required, length(min = 1))]
+    /// The documents you read (paths relative to the repository root): every must_read one
+    /// you did not skip; empty only when the response's documents.must_read is empty and you
+    /// read none.
+    #[schemars(required)]
     pub documents_reviewed: Option<Vec<String>>,
     /// must_read documents you did not read, each with why.
     pub skipped_documents: Option<Vec<SkippedDocument>>,
@@ -87,11 +86,11 @@ pub struct SkippedDocument {
 /// One slot of the query frame: what it says, and the user's own words that say it.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 pub struct QuotedSlot {
-    /// What the slot is, in your words; empty when the request does not say.
+    // What the slot is, in the agent's words (described once, on `slots`: four copies of the
+    // same text would be read four times).
     #[schemars(required)]
     pub value: Option<String>,
-    /// The words of the user's request this is taken from, copied exactly (case and spacing
-    /// aside); empty when value is empty. A quote that is not in the request is refused.
+    // The words of the request it comes from.
     #[schemars(required)]
     pub quote: Option<String>,
 }
@@ -160,8 +159,8 @@ impl Slots {
 /// Step 4: the request taken apart into slots, each backed by a quote of the user's words.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 pub struct QueryFramePayload {
-    /// The request's four slots, each {value, quote}. Leave value and quote empty for a slot
-    /// the request does not state; do not guess.
+    /// Each slot {value, quote}, filled as the instruction says; a quote not in the request
+    /// (case and spacing aside) is refused.
     #[schemars(required)]
     pub slots: Option<Slots>,
     /// The kind of work: implement, modify, investigate or answer.
@@ -446,7 +445,8 @@ pub struct PreCommitPayload {
     /// the garbage check flags is committed only when kept with a reason.
     #[schemars(required)]
     pub reviewed_files: Option<Vec<ReviewedFile>>,
-    /// The message of the commit made on the task branch.
+    /// The message of the commit the server makes on the task branch when this review is
+    /// accepted.
     #[schemars(required, regex(pattern = r"\S"))]
     pub commit_message: Option<String>,
 }

@@ -21,12 +21,15 @@ pub struct PhaseResponse {
     pub success: bool,
     pub session_id: String,
     pub phase: &'static str,
+    /// The phase's fixed number (1-19): Q1-Q3 count within 6-11, and phases a flow skips leave
+    /// their numbers unused, so steps may jump.
     pub step: u8,
     /// READY_PLAN, READY_IMPL or READY_COMPLETE while in READY.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready_substep: Option<&'static str>,
     pub instruction: String,
-    /// Each field of the payload with its type and what it is for (read off the schema).
+    /// An outline of the payload: each field with its type and whether it is required. What
+    /// each field is for is in expected_payload_schema's descriptions.
     pub expected_payload: Map<String, Value>,
     /// The JSON Schema (draft 2020-12) a payload for this phase must satisfy.
     #[schemars(schema_with = "crate::engine::schema::free_object")]
@@ -140,7 +143,7 @@ pub fn for_phase(contract: &Contract, session: &Checkpoint) -> PhaseResponse {
         instruction: instruction(contract, state),
         expected_payload,
         expected_payload_schema,
-        call: if state.is_complete() { "start_session" } else { "submit_phase" },
+        call: if state.is_complete() { "record_outcome" } else { "submit_phase" },
         compaction_count: state.compaction_count,
         task_progress: (phase == Phase::Ready).then(|| task_progress(state)),
         all_complete: None,
@@ -245,10 +248,39 @@ pub fn instruction(contract: &Contract, state: &SessionState) -> String {
         && let Some(reason) = &state.revert_reason
     {
         let tasks: Vec<String> = state.tasks.iter().map(|t| format!("{} ({:?})", t.id, t.status)).collect();
+        // The reason often ends a sentence of the agent's own; the message ends it once.
+        let reason = reason.trim_end().trim_end_matches('.');
         let note = contract.message(&msg::REVERT_TO_PLANNING, &[("reason", reason), ("tasks", &tasks.join(", "))]);
         text = format!("{note}\n{text}");
     }
+    if let Some(note) = git_action(contract, state, key) {
+        text = format!("{text}\n{note}");
+    }
     text
+}
+
+/// What the server will do in git on the next accepted submit of phase `key`, and what the
+/// agent must leave to it: the task branch it creates (READY planning), the commit (PRE_COMMIT,
+/// QUALITY_REVIEW) and the merge (MERGE).
+fn git_action(contract: &Contract, state: &SessionState, key: &str) -> Option<String> {
+    let base = state.base_branch.as_deref().unwrap_or("its base branch");
+    match (key, state.task_branch.as_deref()) {
+        ("READY_PLAN", None) if flow::uses_task_branch(&state.flags) => {
+            Some(contract.message(&msg::GIT_CREATES_TASK_BRANCH, &[("session_id", &state.session_id)]))
+        }
+        ("READY_PLAN", None) => Some(contract.message(&msg::GIT_NO_TASK_BRANCH, &[])),
+        ("READY_PLAN", Some(branch)) => {
+            Some(contract.message(&msg::GIT_ON_TASK_BRANCH, &[("task_branch", branch), ("base_branch", base)]))
+        }
+        ("PRE_COMMIT", Some(branch)) => Some(contract.message(&msg::GIT_COMMITS_TASK, &[("task_branch", branch)])),
+        ("QUALITY_REVIEW", Some(branch)) => {
+            Some(contract.message(&msg::GIT_COMMITS_REVIEW_FIXES, &[("task_branch", branch)]))
+        }
+        ("MERGE", Some(branch)) => {
+            Some(contract.message(&msg::GIT_MERGES, &[("task_branch", branch), ("base_branch", base)]))
+        }
+        _ => None,
+    }
 }
 
 fn task_progress(state: &SessionState) -> TaskProgress {

@@ -168,8 +168,8 @@ fn merged(key: &str) -> Value {
             required.extend(req.iter().cloned());
         }
     }
+    // No `$schema`: the dialect is JSON Schema 2020-12, said once in the response's own schema.
     json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
         "properties": properties,
         "required": required,
@@ -333,8 +333,8 @@ fn task_schema(props: &mut Map<String, Value>, state: &SessionState) {
     list.insert("maxItems".into(), json!(n));
 }
 
-/// The human-readable `expected_payload`: each field with its type, whether it is required,
-/// and its description, all read off `schema`.
+/// The human-readable `expected_payload`: an outline of `schema`, each field with its type,
+/// constraints and whether it is required. The descriptions are said once, in the schema.
 pub fn describe(schema: &Value) -> Map<String, Value> {
     let required: Vec<&str> =
         schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
@@ -346,10 +346,6 @@ pub fn describe(schema: &Value) -> Map<String, Value> {
             text.push_str(&format!(" ({})", constraints.join(", ")));
         }
         text.push_str(if required.contains(&name.as_str()) { ", required" } else { ", optional" });
-        if let Some(d) = prop.get("description").and_then(Value::as_str) {
-            text.push_str(": ");
-            text.push_str(&d.split_whitespace().collect::<Vec<_>>().join(" "));
-        }
         out.insert(name.clone(), Value::String(text));
     }
     out

@@ -83,6 +83,10 @@ pub struct ChecklistItem {
     pub evidence: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// blake3 (hex) of the evidence lines when the item was accepted: READY's completion
+    /// re-checks them, so a later task that rewrote those lines reopens the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_hash: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

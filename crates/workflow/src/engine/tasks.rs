@@ -50,6 +50,7 @@ pub fn plan(contract: &Contract, session: &Checkpoint, p: &ReadyPlanPayload) -> 
                         status: ItemStatus::Pending,
                         evidence: None,
                         reason: None,
+                        evidence_hash: None,
                     })
                     .collect()
             }
@@ -113,12 +114,13 @@ pub fn complete(
                 let Some(evidence) = item.evidence.as_deref().filter(|e| !e.trim().is_empty()) else {
                     return Err(fail(msg::CHECKLIST_EVIDENCE_REQUIRED, &[("item", &name)]));
                 };
-                check_evidence(&fail, evidence, facts)?;
+                let lines = check_evidence(&fail, evidence, facts)?;
                 checked.push(ChecklistItem {
                     item: name,
                     status: ItemStatus::Done,
                     evidence: Some(evidence.trim().to_owned()),
                     reason: None,
+                    evidence_hash: Some(lines_hash(lines)),
                 });
             }
             Some("skipped") => {
@@ -131,6 +133,7 @@ pub fn complete(
                     status: ItemStatus::Skipped,
                     evidence: None,
                     reason: Some(reason.trim().to_owned()),
+                    evidence_hash: None,
                 });
             }
             _ => return Err(fail(msg::CHECKLIST_ITEM_PENDING, &[("item", &name)])),
@@ -145,7 +148,9 @@ pub fn complete(
 /// Builds the refusal for a READY failure and its placeholders.
 type Fail<'a> = dyn Fn(Msg, &[(&str, &str)]) -> Refused + 'a;
 
-fn check_evidence(fail: &Fail, evidence: &str, facts: &Facts) -> Result<(), Refused> {
+/// The evidence's lines, checked: a `file:line` or `file:start-end` inside the repository, in
+/// range, and not an empty implementation.
+fn check_evidence<'f>(fail: &Fail, evidence: &str, facts: &'f Facts) -> Result<&'f [String], Refused> {
     let Some(r) = evidence::parse_any_order(evidence) else {
         return Err(fail(msg::CHECKLIST_EVIDENCE_FORMAT_INVALID, &[("evidence", evidence)]));
     };
@@ -163,10 +168,58 @@ fn check_evidence(fail: &Fail, evidence: &str, facts: &Facts) -> Result<(), Refu
                 let (line, total) = (r.end.to_string(), total.to_string());
                 return Err(fail(msg::CHECKLIST_EVIDENCE_LINE_OUT_OF_RANGE, &[("line", &line), ("total", &total)]));
             }
-            if evidence::is_empty_implementation(&r.path, &lines[r.start - 1..r.end]) {
+            let cited = &lines[r.start - 1..r.end];
+            if evidence::is_empty_implementation(&r.path, cited) {
                 return Err(fail(msg::CHECKLIST_EVIDENCE_EMPTY_IMPL, &[("evidence", evidence)]));
             }
-            Ok(())
+            Ok(cited)
         }
     }
+}
+
+/// What evidence lines are remembered as: their blake3, line by line.
+fn lines_hash(lines: &[String]) -> String {
+    let mut hasher = blake3::Hasher::new();
+    for line in lines {
+        hasher.update(line.trim_end().as_bytes());
+        hasher.update(b"\n");
+    }
+    hasher.finalize().to_hex().to_string()
+}
+
+/// READY's completion: every completed task's accepted evidence, re-checked against the files
+/// as they are now. A task whose evidence a later task moved, rewrote or removed is pending
+/// again (its checklist to report anew); returns `(task, evidence, why)` for each.
+pub fn reopen_stale(
+    contract: &Contract,
+    session: &Checkpoint,
+    next: &mut SessionState,
+    facts: &Facts,
+) -> Vec<(String, String, String)> {
+    let fail = |key: Msg, vars: &[(&str, &str)]| response::refusal(contract, session, key, vars);
+    let mut reopened = Vec::new();
+    for task in next.tasks.iter_mut().filter(|t| t.status == TaskStatus::Completed) {
+        let stale = task.checklist.iter().find_map(|item| {
+            let (evidence, hash) = (item.evidence.as_deref()?, item.evidence_hash.as_deref()?);
+            match check_evidence(&fail, evidence, facts) {
+                Ok(lines) if lines_hash(lines) == hash => None,
+                Ok(_) => Some((evidence.to_owned(), contract.message(&msg::EVIDENCE_LINES_CHANGED, &[]))),
+                Err(refusal) => Some((evidence.to_owned(), refusal.message.clone())),
+            }
+        });
+        if let Some((evidence, why)) = stale {
+            task.status = TaskStatus::Pending;
+            for item in &mut task.checklist {
+                *item = ChecklistItem {
+                    item: std::mem::take(&mut item.item),
+                    status: ItemStatus::Pending,
+                    evidence: None,
+                    reason: None,
+                    evidence_hash: None,
+                };
+            }
+            reopened.push((task.id.clone(), evidence, why));
+        }
+    }
+    reopened
 }

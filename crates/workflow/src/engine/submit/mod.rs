@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use super::cap;
 use super::evidence::{self, EvidenceFile};
 use super::flow::{self, Next};
 use super::payload::{self, Body, Payload, Violation};
@@ -15,7 +16,7 @@ use super::phase::{self, Phase, ReadyStep};
 use super::registry;
 use super::response::{self, PhaseResponse, Refused};
 use super::schema;
-use super::state::{Checkpoint, Counters, Flags, Intent, PhaseState, SessionState, SummaryRecord};
+use super::state::{Checkpoint, Counters, Flags, GateLevel, Intent, PhaseState, SessionState, SummaryRecord};
 use super::tasks;
 use crate::contract::Contract;
 use crate::contract::catalogue::{self as msg, Msg};
@@ -40,6 +41,9 @@ pub struct Facts {
     pub changed_files: Option<Vec<String>>,
     /// DOCUMENT_RESEARCH: what the adapter found about the documents. None when not looked at.
     pub documents: Option<DocumentFacts>,
+    /// QUERY_FRAME: the target_symbols whose words are far in meaning from the request (by
+    /// the embedding model); empty when none is, or when no model is installed.
+    pub far_symbols: Vec<String>,
 }
 
 /// DOCUMENT_RESEARCH's checks, made by the adapter against the repository.
@@ -146,8 +150,17 @@ fn refuse(contract: &Contract, session: &Checkpoint, v: Violation) -> Refused {
 }
 
 /// The evidence paths of a READY implementation payload, for the adapter to look up.
-pub fn evidence_paths(payload: &Payload) -> Vec<String> {
+pub fn evidence_paths(state: &SessionState, payload: &Payload) -> Vec<String> {
     match &payload.body {
+        // READY's completion re-checks the evidence every completed task was accepted with.
+        Body::ReadyComplete => state
+            .tasks
+            .iter()
+            .flat_map(|t| &t.checklist)
+            .filter_map(|item| item.evidence.as_deref())
+            .filter_map(evidence::parse_any_order)
+            .map(|e| e.path)
+            .collect(),
         Body::ReadyImpl(p) => p
             .checklist
             .iter()
@@ -247,10 +260,22 @@ impl<'a> Step<'a> {
                 });
             }
         }
+        let mut warning = out.warning;
+        match cap::fit(&mut next, cap::CHECKPOINT_LIMIT) {
+            Ok(cap::Fit::AsItWas) => {}
+            Ok(cap::Fit::SummariesShortened) => {
+                let note = self.contract.message(&msg::CHECKPOINT_SUMMARIES_SHORTENED, &[]);
+                warning = Some(warning.map_or(note.clone(), |w| format!("{w}\n{note}")));
+            }
+            Err(size) => {
+                let (size, limit) = (size.to_string(), cap::CHECKPOINT_LIMIT.to_string());
+                return Err(self.refuse(msg::CHECKPOINT_TOO_LARGE, &[("size", &size), ("limit", &limit)]));
+            }
+        }
         let mut response = response::for_phase(self.contract, &next);
         response.message = message;
         response.all_complete = out.all_complete.then_some(true);
-        response.warning = out.warning;
+        response.warning = warning;
         response.unresolved_issues = out.unresolved_issues;
         response.query_frame_hints = (!out.hints.is_empty()).then_some(out.hints);
         Ok(Accepted { session: next, response, effect: out.effect })

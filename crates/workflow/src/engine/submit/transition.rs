@@ -22,7 +22,12 @@ impl Step<'_> {
                 Next::Phase(flow::after_branch_intervention(flags), None)
             }
             Body::DocumentResearch(p) => {
-                if p.documents_reviewed.as_ref().is_none_or(Vec::is_empty) {
+                let Some(reviewed) = &p.documents_reviewed else {
+                    return Err(self.field_required("documents_reviewed"));
+                };
+                // Nothing read is an answer only when the server named nothing to read.
+                let none_required = self.facts.documents.as_ref().is_some_and(|d| d.must_read.is_empty());
+                if reviewed.is_empty() && !none_required {
                     return Err(self.refuse(msg::EMPTY_DOCUMENTS, &[]));
                 }
                 self.check_documents(p)?;
@@ -30,6 +35,11 @@ impl Step<'_> {
             }
             Body::QueryFrame(p) => {
                 out.hints = self.check_query_frame(p)?;
+                // A warning, not a refusal: a name can be right and still read far from the words.
+                if !self.facts.far_symbols.is_empty() {
+                    let symbols = self.facts.far_symbols.join(", ");
+                    out.warning = Some(self.contract.message(&msg::SYMBOLS_FAR_FROM_REQUEST, &[("symbols", &symbols)]));
+                }
                 st.learned = learned_from_query_frame(p);
                 flow::after_query_frame(state.intent, flags)
             }
@@ -48,7 +58,15 @@ impl Step<'_> {
                 }
                 Next::Phase(Phase::Q1, None)
             }
-            Body::Q1(p) => self.gate(Phase::Q1, p.needs_more_information.as_ref(), p.reason.as_ref())?,
+            Body::Q1(p) => {
+                let next = self.gate(Phase::Q1, p.needs_more_information.as_ref(), p.reason.as_ref())?;
+                // SEMANTIC asked for (or required by gate full) but impossible: say so.
+                let asked = p.needs_more_information == Some(Value::Bool(true)) || flags.gate_level == GateLevel::Full;
+                if asked && !self.facts.semantic_available {
+                    out.warning = Some(self.contract.message(&msg::SEMANTIC_UNAVAILABLE_SKIPPED, &[]));
+                }
+                next
+            }
             Body::Q2(p) => self.gate(Phase::Q2, p.has_unverified_hypotheses.as_ref(), p.reason.as_ref())?,
             Body::Q3(p) => self.gate(Phase::Q3, p.needs_impact_analysis.as_ref(), p.reason.as_ref())?,
             Body::Semantic(p) => {
@@ -115,7 +133,15 @@ impl Step<'_> {
                 if pending > 0 {
                     return Err(self.refuse(msg::INCOMPLETE_TASKS, &[("count", &pending.to_string())]));
                 }
-                flow::after_ready(flags)
+                let reopened = tasks::reopen_stale(self.contract, self.session, st, self.facts);
+                if reopened.is_empty() {
+                    flow::after_ready(flags)
+                } else {
+                    let list: Vec<String> =
+                        reopened.iter().map(|(task, evidence, why)| format!("{task} ({evidence}: {why})")).collect();
+                    out.warning = Some(self.contract.message(&msg::EVIDENCE_REOPENED, &[("tasks", &list.join("; "))]));
+                    Next::Phase(Phase::Ready, Some(ReadyStep::Impl))
+                }
             }
             Body::PostImplVerify(p) => self.post_impl_verify(p, st)?,
             Body::VerifyIntervention(p) => {
@@ -129,7 +155,8 @@ impl Step<'_> {
                 for t in &mut st.tasks {
                     t.failure_count = 0;
                 }
-                st.revert_reason = Some(p.action_taken.as_deref().unwrap_or("").trim().to_owned());
+                let action = p.action_taken.as_deref().unwrap_or("").trim();
+                st.revert_reason = Some(self.contract.message(&msg::REVERT_AFTER_INTERVENTION, &[("action", action)]));
                 Next::Phase(Phase::Ready, Some(ReadyStep::Plan))
             }
             Body::PreCommit(p) => {
@@ -182,7 +209,14 @@ impl Step<'_> {
                         out.unresolved_issues = Some(issues);
                         Next::Phase(Phase::Merge, None)
                     } else {
-                        st.revert_reason = Some(issues.join("; "));
+                        let (count, limit) = (
+                            st.counters.quality_revert_count.to_string(),
+                            flow::QUALITY_REVERTS_BEFORE_FORCED_COMPLETION.to_string(),
+                        );
+                        st.revert_reason = Some(self.contract.message(
+                            &msg::REVERT_QUALITY_ISSUES,
+                            &[("issues", &issues.join("; ")), ("count", &count), ("limit", &limit)],
+                        ));
                         Next::Phase(Phase::Ready, Some(ReadyStep::Plan))
                     }
                 }
@@ -245,7 +279,19 @@ impl Step<'_> {
         }
         let worst = st.tasks.iter().map(|t| t.failure_count).max().unwrap_or(0);
         let over = worst.max(st.counters.verification_failure_count) >= flow::FAILURES_BEFORE_INTERVENTION;
-        st.revert_reason = Some(if details.is_empty() { "verification failed".into() } else { details });
+        let details = if details.is_empty() { "(no details given)".to_owned() } else { details };
+        let limit = flow::FAILURES_BEFORE_INTERVENTION;
+        let count = worst.max(st.counters.verification_failure_count);
+        let next_step = if !flow::intervention_enabled(&st.flags) {
+            self.contract.message(&msg::FAILURES_NO_INTERVENTION, &[])
+        } else {
+            let left = limit.saturating_sub(count).to_string();
+            self.contract.message(&msg::FAILURES_BEFORE_INTERVENTION, &[("left", &left), ("limit", &limit.to_string())])
+        };
+        st.revert_reason = Some(self.contract.message(
+            &msg::REVERT_VERIFICATION_FAILED,
+            &[("details", &details), ("count", &count.to_string()), ("next_step", &next_step)],
+        ));
         if over && flow::intervention_enabled(&st.flags) {
             Ok(Next::Phase(Phase::VerifyIntervention, None))
         } else {

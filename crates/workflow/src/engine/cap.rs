@@ -1,0 +1,77 @@
+//! The checkpoint's size cap (the seeds: about 256 KB). A checkpoint over it first has its
+//! phase summaries shortened (each keeps its opening and every `path:line` it cites); one still
+//! over it is refused, and nothing is saved.
+
+use super::evidence;
+use super::state::Checkpoint;
+
+/// The largest checkpoint stored, in bytes of its JSON.
+pub const CHECKPOINT_LIMIT: usize = 256 * 1024;
+/// What a shortened summary keeps of its opening, in characters.
+const SHORT_SUMMARY_CHARS: usize = 400;
+
+/// What fitting a checkpoint under the cap did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// It was under the cap as it was.
+    AsItWas,
+    /// Its summaries were shortened to fit.
+    SummariesShortened,
+}
+
+/// The checkpoint's size in bytes, as stored.
+pub fn size(checkpoint: &Checkpoint) -> usize {
+    serde_json::to_vec(checkpoint).map_or(usize::MAX, |v| v.len())
+}
+
+/// Fits `checkpoint` under `limit`, shortening its summaries if it must; `Err(size)` when even
+/// that is not enough (the size with the summaries shortened).
+pub fn fit(checkpoint: &mut Checkpoint, limit: usize) -> Result<Fit, usize> {
+    if size(checkpoint) <= limit {
+        return Ok(Fit::AsItWas);
+    }
+    for record in checkpoint.phase_payloads.values_mut() {
+        record.summary = shorten(&record.summary, SHORT_SUMMARY_CHARS);
+    }
+    match size(checkpoint) {
+        n if n <= limit => Ok(Fit::SummariesShortened),
+        n => Err(n),
+    }
+}
+
+/// `text` cut to its first `keep` characters, followed by every `path:line` reference of the
+/// rest (each once).
+pub fn shorten(text: &str, keep: usize) -> String {
+    if text.chars().count() <= keep {
+        return text.to_owned();
+    }
+    let cut: usize = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    let (head, rest) = text.split_at(cut);
+    let mut refs: Vec<&str> = Vec::new();
+    for word in rest.split_whitespace() {
+        let word = word.trim_matches(|c: char| matches!(c, ',' | ';' | '(' | ')' | '`' | '\'' | '"' | '[' | ']'));
+        let word = word.trim_end_matches('.');
+        if evidence::parse_any_order(word).is_some() && !refs.contains(&word) {
+            refs.push(word);
+        }
+    }
+    if refs.is_empty() {
+        format!("{head} [shortened]")
+    } else {
+        format!("{head} [shortened; cites {}]", refs.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shortened_summary_keeps_its_opening_and_its_references() {
+        let text = format!("{} see src/a.py:10-12, and src/b.rs:4. {}", "x".repeat(500), "y ".repeat(300));
+        let short = shorten(&text, 400);
+        assert!(short.starts_with(&"x".repeat(400)));
+        assert!(short.ends_with("[shortened; cites src/a.py:10-12, src/b.rs:4]"), "{short}");
+        assert_eq!(shorten("short", 400), "short");
+    }
+}
