@@ -24,7 +24,8 @@ pub struct FileChange {
     /// Unified diff (empty for binary files); cut when long, see `diff_truncated`.
     pub diff: String,
     pub diff_truncated: bool,
-    /// The user's own uncommitted change from before the task, left out of the task's commit.
+    /// The user's own uncommitted change from before the task: left out of the task's commit,
+    /// needs no decision, and its diff is not shown (only its counts).
     pub pre_existing: bool,
     /// Why there is no diff, when the file is too large to read.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,6 +100,11 @@ pub fn review(
                 .header(&format!("a/{}", c.path), &format!("b/{}", c.path))
                 .to_string();
         }
+        // The user's own change is not the task's to review: its diff would only crowd out the
+        // task's own within the budget.
+        if pre_existing {
+            diff.clear();
+        }
         let limit = MAX_DIFF_BYTES.min(budget);
         let diff_truncated = diff.len() > limit;
         if diff_truncated {
@@ -109,7 +115,6 @@ pub fn review(
             diff.truncate(cut);
         }
         budget = budget.saturating_sub(diff.len());
-        let pre_existing = user_changes.get(&c.path).is_some_and(|u| *u == c.new.map(|n| n.0));
         files.push(FileChange {
             file: c.path,
             change: c.kind,

@@ -129,6 +129,46 @@ pub fn close_to(repo: &gix::Repository, query: &str) -> Vec<PastFailure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn outcome(outcome: &str, query: &str, note: &str) -> serde_json::Value {
+        json!({"outcome": outcome, "query": query, "note": note, "target_feature": "", "evidence": ["src/auth.py:3"],
+               "session_id": "s", "recorded_at": "2026-11-26T00:00:00Z"})
+    }
+
+    /// Which records are shown, in which order, how they are cut, and whose they are.
+    #[test]
+    fn close_failures_are_shown_closest_first_cut_and_with_their_provenance() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = gix::init(dir.path()).unwrap();
+        let key = CloneKey::of(&repo).unwrap();
+        let sealed = |v: &serde_json::Value| {
+            log::append_sealed(&repo, OUTCOME_LOG, v, "outcome", |b| key.seal(OUTCOME_SEAL, b)).unwrap();
+        };
+        let long_note = "n".repeat(400);
+        sealed(&outcome("failure", "Make login() refresh the Session token before it expires", &long_note));
+        // A teammate's (no seal of this clone): shared.
+        log::append(&repo, OUTCOME_LOG, &outcome("failure", "refresh session token in login", "broke cookies"), "o")
+            .unwrap();
+        // Too far (2 of 6 words), a success, and a third and fourth close one beyond the cap.
+        log::append(&repo, OUTCOME_LOG, &outcome("partial", "session token expiry", "x"), "o").unwrap();
+        log::append(&repo, OUTCOME_LOG, &outcome("success", "refresh session token login before expires", "x"), "o")
+            .unwrap();
+        log::append(&repo, OUTCOME_LOG, &outcome("partial", "login token refresh", "third"), "o").unwrap();
+        log::append(&repo, OUTCOME_LOG, &outcome("failure", "token refresh for the session", "fourth"), "o").unwrap();
+
+        let found = close_to(&repo, "Refresh the session token in login before it expires");
+        let notes: Vec<&str> = found.iter().map(|f| f.note.as_str()).collect();
+        assert_eq!(found.len(), 3, "{notes:?}");
+        assert_eq!(found[0].provenance, "local");
+        assert_eq!(found[0].overlap, 1.0);
+        assert_eq!(found[0].note.chars().count(), MAX_QUOTED_CHARS + 1, "cut, with an ellipsis");
+        assert_eq!((found[1].note.as_str(), found[1].provenance), ("broke cookies", "shared"));
+        assert!(found.iter().all(|f| f.overlap >= MIN_OVERLAP && f.outcome != "success"), "{notes:?}");
+        assert!(!notes.contains(&"x"), "{notes:?}");
+        // Fewer than two content words: nothing is matched.
+        assert!(close_to(&repo, "Fix the login").is_empty());
+    }
 
     #[test]
     fn content_words_leave_the_common_ones_out() {

@@ -65,8 +65,8 @@ pub struct AnalyzeImpactParams {
     /// What the change is; echoed back to keep the analysis self-describing.
     #[arg(long)]
     pub change_description: Option<String>,
-    /// The symbols you will change (`name` or `Class.name`): only their uses are followed.
-    /// Without them, every top-level symbol of the target files is, and imports of the files.
+    /// The symbols you will change (`name`, `Class.name`): only their uses are followed.
+    /// Default: every name the files define for others, and imports of the files.
     #[arg(long = "symbol")]
     pub symbols: Option<Vec<String>>,
 }
@@ -75,12 +75,6 @@ pub struct AnalyzeImpactParams {
 pub struct Target {
     pub file: String,
     /// The symbols whose uses were followed.
-    pub symbols: Vec<String>,
-}
-
-/// `symbols` names the targets do not define (their uses were not followed).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-pub struct NotDefined {
     pub symbols: Vec<String>,
 }
 
@@ -191,14 +185,17 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
         target_rels.push(rel);
     }
 
-    // The symbols the agent names, by their last segment (`Auth.login` is `login`).
-    let named: Option<BTreeSet<String>> = params.symbols.as_ref().map(|v| {
-        v.iter()
-            .map(|s| s.trim().rsplit(['.', ':']).next().unwrap_or("").to_owned())
-            .filter(|s| !s.is_empty())
-            .collect()
-    });
-    let named = named.filter(|n| !n.is_empty());
+    // The symbols the agent names, by their last segment (`Auth.login()` is `login`), each with
+    // the form it was given in.
+    let given: Vec<(String, String)> = params
+        .symbols
+        .iter()
+        .flatten()
+        .map(|s| (short_name(s), s.trim().to_owned()))
+        .filter(|(short, _)| !short.is_empty())
+        .collect();
+    let named: Option<BTreeSet<String>> =
+        (!given.is_empty()).then(|| given.iter().map(|(short, _)| short.clone()).collect());
     // What each target defines that others may use (or, with `symbols`, those of them it
     // defines): only the targets need parsing for this.
     let targets: Vec<Target> = ws.with_index_for(&Lookup::Paths(target_rels.clone()), |index, _| {
@@ -213,8 +210,11 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
             })
             .collect()
     });
-    let symbols_not_defined: Vec<String> =
-        named.iter().flatten().filter(|n| !targets.iter().any(|t| t.symbols.contains(n))).cloned().collect();
+    let symbols_not_defined: Vec<String> = given
+        .iter()
+        .filter(|(short, _)| !targets.iter().any(|t| t.symbols.contains(short)))
+        .map(|(_, typed)| typed.clone())
+        .collect();
     // Who uses those names, or imports the targets' modules: only files containing one of
     // them can, so before the index exists only those are parsed. Named symbols are followed
     // alone: an import of the module says nothing about them.
@@ -325,6 +325,14 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
         symbols_not_defined,
         fast_path,
     })
+}
+
+/// A symbol as the agent may write it, reduced to its name: `Auth.login()`, `auth::login` and
+/// `login` are `login`.
+fn short_name(symbol: &str) -> String {
+    let s = symbol.trim();
+    let s = s.split('(').next().unwrap_or(s);
+    s.rsplit(['.', ':']).next().unwrap_or("").trim().to_owned()
 }
 
 /// The names of `named` that the target file defines, at any depth.

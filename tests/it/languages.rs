@@ -420,10 +420,10 @@ fn impact_follows_the_named_symbols() {
     };
     let whole = run(None);
     assert_eq!(files(&whole), ["src/app.py", "src/checks.py", "src/only_imports.py"], "{whole:?}");
-    let login = run(Some(vec!["login"]));
+    let login = run(Some(vec!["login()"]));
     assert_eq!(files(&login), ["src/app.py"], "{login:?}");
     assert_eq!(login.targets[0].symbols, ["login"]);
-    let other = run(Some(vec!["auth.validate_token", "no_such_name"]));
+    let other = run(Some(vec!["auth::validate_token", "Auth.no_such_name()"]));
     assert_eq!(files(&other), ["src/checks.py"], "{other:?}");
-    assert_eq!(other.symbols_not_defined, ["no_such_name"]);
+    assert_eq!(other.symbols_not_defined, ["Auth.no_such_name()"], "named as given");
 }

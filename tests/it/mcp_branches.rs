@@ -161,6 +161,10 @@ async fn default_flow_through_merge_fast_forward() {
     assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
     let review: Value = serde_json::from_slice(&cli.stdout).unwrap();
     assert!(review["files"].as_array().unwrap().iter().any(|f| f["file"] == "src/auth.py"), "{review}");
+    // The user's own change is listed with its counts, without a diff to review.
+    let draft = review["files"].as_array().unwrap().iter().find(|f| f["file"] == "docs/auth.md").expect("listed");
+    assert_eq!((draft["pre_existing"].as_bool(), draft["diff"].as_str()), (Some(true), Some("")), "{draft}");
+    assert!(draft["additions"].as_u64().unwrap_or(0) > 0, "{draft}");
     commit_and_review(&client).await;
     // Committed on the task branch; the discarded new file is gone and never committed.
     assert_eq!(git(root, &["log", "-1", "--format=%s", &branch]), "Add logout()");

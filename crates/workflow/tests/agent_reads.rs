@@ -65,6 +65,12 @@ fn document_research_with_nothing_required_accepts_an_empty_list() {
     let empty = json!({"documents_reviewed": [], "tools_used": [], "summary": "no document bears on this"});
     s.facts.documents = Some(DocumentFacts { missing: vec![], must_read: vec!["docs/auth.md".into()] });
     s.err(empty.clone(), "payload_mismatch");
+    // Every document named is skipped with a reason: nothing is left to read.
+    let mut skipped = Session::new(Intent::Modify, flags(|_| {}));
+    skipped.facts.documents = Some(DocumentFacts { missing: vec![], must_read: vec!["docs/auth.md".into()] });
+    let r = skipped.ok(json!({"documents_reviewed": [], "tools_used": [], "summary": "no document bears on this",
+                              "skipped_documents": [{"file": "docs/auth.md", "reason": "about the login form, not tokens"}]}));
+    assert_eq!(r["phase"], "QUERY_FRAME");
     s.facts.documents = Some(DocumentFacts { missing: vec![], must_read: vec![] });
     let r = s.ok(empty);
     assert_eq!(r["phase"], "QUERY_FRAME");
@@ -182,4 +188,38 @@ fn the_checkpoint_cap_holds_at_the_limit() {
         "payload_mismatch",
     );
     assert!(r["message"].as_str().is_some_and(|m| m.contains("cap")), "{r}");
+}
+
+#[test]
+fn the_last_quality_review_says_it_is_the_last_and_commits_its_fixes() {
+    let mut s = Session::new(Intent::Modify, flags(|_| {}));
+    s.through_exploration();
+    s.implement(&["t1"]);
+    s.post(true);
+    for review in 1..=3 {
+        let r = s.pre_commit();
+        assert_eq!(r["phase"], "QUALITY_REVIEW");
+        let last = s.message(&["session_messages", "git_commits_last_review_fixes"], &[("task_branch", "llm_task_s1")]);
+        assert_eq!(instruction(&r).contains(&last), review == 3, "review {review}: {r}");
+        let r = s.quality(&["dead code left in auth.py"]);
+        if review < 3 {
+            assert_eq!(r["phase"], "READY");
+            assert!(instruction(&r).contains(&format!("review {review} of 3")), "{r}");
+            s.plan(&["t1"]);
+            s.cp.orchestrator_state.tasks[0].status = TaskStatus::Pending;
+            s.complete("t1");
+            s.finish();
+            s.post(true);
+        } else {
+            assert_eq!(r["phase"], "MERGE");
+            assert!(
+                matches!(
+                    &s.last_effect,
+                    Some(code_intel_workflow::engine::submit::Effect::Commit { gated: false, .. })
+                ),
+                "the last review's fixes are committed: {:?}",
+                s.last_effect
+            );
+        }
+    }
 }

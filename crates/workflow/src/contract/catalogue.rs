@@ -201,6 +201,7 @@ catalogue! {
     GIT_NO_TASK_BRANCH = ["session_messages", "git_no_task_branch"] () Note;
     GIT_COMMITS_TASK = ["session_messages", "git_commits_task"] ("task_branch") Note;
     GIT_COMMITS_REVIEW_FIXES = ["session_messages", "git_commits_review_fixes"] ("task_branch") Note;
+    GIT_COMMITS_LAST_REVIEW_FIXES = ["session_messages", "git_commits_last_review_fixes"] ("task_branch") Note;
     GIT_MERGES = ["session_messages", "git_merges"] ("task_branch", "base_branch") Note;
     SYMBOLS_FAR_FROM_REQUEST = ["session_messages", "symbols_far_from_request"] ("symbols") Note;
     PAST_FAILURES = ["session_messages", "past_failures"] () Note;

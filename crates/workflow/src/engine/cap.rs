@@ -1,6 +1,10 @@
 //! The checkpoint's size cap (the seeds: about 256 KB). A checkpoint over it first has its
 //! phase summaries shortened (each keeps its opening and every `path:line` it cites); one still
 //! over it is refused, and nothing is saved.
+//!
+//! The size is the checkpoint as the store writes it (pretty JSON), less the record of the
+//! user's own uncommitted files (`user_changes`): those are the user's, not the agent's, and a
+//! submit must never be refused for them.
 
 use super::evidence;
 use super::state::Checkpoint;
@@ -19,9 +23,11 @@ pub enum Fit {
     SummariesShortened,
 }
 
-/// The checkpoint's size in bytes, as stored.
+/// The checkpoint's size in bytes as stored, the user's own uncommitted files left out.
 pub fn size(checkpoint: &Checkpoint) -> usize {
-    serde_json::to_vec(checkpoint).map_or(usize::MAX, |v| v.len())
+    let mut counted = checkpoint.clone();
+    counted.orchestrator_state.user_changes.clear();
+    serde_json::to_vec_pretty(&counted).map_or(usize::MAX, |v| v.len())
 }
 
 /// Fits `checkpoint` under `limit`, shortening its summaries if it must; `Err(size)` when even

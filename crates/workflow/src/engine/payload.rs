@@ -64,8 +64,8 @@ pub struct BranchInterventionPayload {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 pub struct DocumentResearchPayload {
     /// The documents you read (paths relative to the repository root): every must_read one
-    /// you did not skip; empty only when the response's documents.must_read is empty and you
-    /// read none.
+    /// you did not skip; empty only when documents.must_read is empty or all of it is in
+    /// skipped_documents.
     #[schemars(required)]
     pub documents_reviewed: Option<Vec<String>>,
     /// must_read documents you did not read, each with why.

@@ -274,7 +274,9 @@ fn git_action(contract: &Contract, state: &SessionState, key: &str) -> Option<St
         }
         ("PRE_COMMIT", Some(branch)) => Some(contract.message(&msg::GIT_COMMITS_TASK, &[("task_branch", branch)])),
         ("QUALITY_REVIEW", Some(branch)) => {
-            Some(contract.message(&msg::GIT_COMMITS_REVIEW_FIXES, &[("task_branch", branch)]))
+            let last = state.counters.quality_revert_count + 1 >= flow::QUALITY_REVERTS_BEFORE_FORCED_COMPLETION;
+            let key = if last { msg::GIT_COMMITS_LAST_REVIEW_FIXES } else { msg::GIT_COMMITS_REVIEW_FIXES };
+            Some(contract.message(&key, &[("task_branch", branch)]))
         }
         ("MERGE", Some(branch)) => {
             Some(contract.message(&msg::GIT_MERGES, &[("task_branch", branch), ("base_branch", base)]))

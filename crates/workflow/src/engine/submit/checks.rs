@@ -52,6 +52,20 @@ impl Step<'_> {
 
     /// `documents_reviewed` names real files, and covers `must_read` (a document skipped with
     /// a reason of at least 10 characters counts as covered).
+    /// Whether an empty `documents_reviewed` is an answer: the server named nothing to read,
+    /// or every document it named is skipped with a reason.
+    pub(super) fn nothing_left_to_read(&self, p: &payload::DocumentResearchPayload) -> bool {
+        let Some(docs) = &self.facts.documents else { return false };
+        let skipped: BTreeSet<String> = p
+            .skipped_documents
+            .iter()
+            .flatten()
+            .filter(|s| s.reason.as_deref().is_some_and(|r| r.trim().chars().count() >= MIN_REASON_CHARS))
+            .filter_map(|s| s.file.as_deref().map(document_path))
+            .collect();
+        docs.must_read.iter().all(|d| skipped.contains(d))
+    }
+
     pub(super) fn check_documents(&self, p: &payload::DocumentResearchPayload) -> Result<(), Refused> {
         let Some(docs) = &self.facts.documents else { return Ok(()) };
         if !docs.missing.is_empty() {

@@ -25,9 +25,8 @@ impl Step<'_> {
                 let Some(reviewed) = &p.documents_reviewed else {
                     return Err(self.field_required("documents_reviewed"));
                 };
-                // Nothing read is an answer only when the server named nothing to read.
-                let none_required = self.facts.documents.as_ref().is_some_and(|d| d.must_read.is_empty());
-                if reviewed.is_empty() && !none_required {
+                // Nothing read is an answer only when nothing named is left to read.
+                if reviewed.is_empty() && !self.nothing_left_to_read(p) {
                     return Err(self.refuse(msg::EMPTY_DOCUMENTS, &[]));
                 }
                 self.check_documents(p)?;
@@ -205,6 +204,16 @@ impl Step<'_> {
                     st.counters.quality_revert_count += 1;
                     if st.counters.quality_revert_count >= flow::QUALITY_REVERTS_BEFORE_FORCED_COMPLETION {
                         st.forced_completion = true;
+                        // What was fixed during the last review is committed as on a pass, so
+                        // nothing reviewed is left uncommitted at MERGE.
+                        if st.task_branch.is_some() {
+                            out.effect = Some(Effect::Commit {
+                                message: "Quality review fixes".into(),
+                                discard: Vec::new(),
+                                keep_with_reason: Vec::new(),
+                                gated: false,
+                            });
+                        }
                         out.warning = Some(self.contract.message(&msg::QUALITY_FORCED_COMPLETION, &[]));
                         out.unresolved_issues = Some(issues);
                         Next::Phase(Phase::Merge, None)
