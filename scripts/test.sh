@@ -8,6 +8,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/git-code-intel/target}
 bash scripts/setup.sh
 # ORT_DYLIB_PATH and CODE_INTEL_MODEL_CACHE for the embedding tests.
 eval "$(bash scripts/model.sh)"
+# The wheel model.sh would pick on each platform really holds the library it names (downloaded
+# once into the cache).
+bash scripts/model.sh --check-platforms "${CODE_INTEL_MODEL_CACHE:-$HOME/.cache/git-code-intel/model}/platforms" >/dev/null
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 # What may import what (docs/ARCHITECTURE.md), and a workflow crate free of native builds.

@@ -47,3 +47,31 @@ fn a_missing_model_or_runtime_is_a_clear_error() {
     }
     assert!(err.to_string().contains("scripts/model.sh"), "{err}");
 }
+
+/// scripts/model.sh picks ONNX Runtime's wheel for the machine it runs on; a platform PyPI has
+/// no usable wheel for is named, and the script then leaves semantic search off (test.sh also
+/// runs `--check-platforms`, which downloads each wheel and checks the library is in it).
+#[test]
+fn the_model_script_picks_the_wheel_of_each_platform() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/model.sh");
+    let pick = |os: &str, arch: &str| {
+        let out = std::process::Command::new("bash").arg(&script).args(["--platform-for", os, arch]).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        )
+    };
+    for (os, arch, want) in [
+        ("Linux", "x86_64", "manylinux_2_28_x86_64 libonnxruntime.so.1.31.1"),
+        ("Linux", "aarch64", "manylinux_2_28_aarch64 libonnxruntime.so.1.31.1"),
+        ("Linux", "arm64", "manylinux_2_28_aarch64 libonnxruntime.so.1.31.1"),
+        ("Darwin", "arm64", "macosx_14_0_arm64 libonnxruntime.1.31.1.dylib"),
+    ] {
+        assert_eq!(pick(os, arch), (true, want.to_owned(), String::new()), "{os} {arch}");
+    }
+    for (os, arch) in [("Darwin", "x86_64"), ("FreeBSD", "amd64")] {
+        let (ok, out, err) = pick(os, arch);
+        assert!(!ok && out.is_empty() && err.contains(&format!("{os} {arch}")), "{os} {arch}: {err}");
+    }
+}

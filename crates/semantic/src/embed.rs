@@ -45,10 +45,15 @@ pub fn default_model_dir() -> Option<PathBuf> {
     model_dir_override().or_else(|| named_model_dir(DEFAULT_MODEL))
 }
 
+/// The name `scripts/model.sh` gives ONNX Runtime's library on this platform (the name in the
+/// wheel it takes it from).
+pub const RUNTIME_FILE: &str =
+    if cfg!(target_os = "macos") { "libonnxruntime.1.31.1.dylib" } else { "libonnxruntime.so.1.31.1" };
+
 /// The ONNX Runtime library `scripts/model.sh` puts in the model cache, used when
 /// `ORT_DYLIB_PATH` is not set.
 pub fn bundled_runtime() -> Option<PathBuf> {
-    model_cache().map(|cache| cache.join("libonnxruntime.so.1.31.1")).filter(|lib| lib.is_file())
+    model_cache().map(|cache| cache.join(RUNTIME_FILE)).filter(|lib| lib.is_file())
 }
 
 pub struct Embedder {
