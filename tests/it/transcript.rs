@@ -1,7 +1,8 @@
 //! A whole session over stdio, recorded: tools/list, then a MODIFY session from start through
 //! MERGE with the code-intelligence tools and a few refusals on the way. Every answer is
 //! compared with `tests/golden/transcript.json`, after the values that change from run to run
-//! (the temporary directory, session ids, commit ids, times) are replaced by placeholders. A
+//! (the temporary directory, session ids, commit ids, times, and whether a lookup beat the
+//! background index build) are replaced by placeholders. A
 //! refactoring that changes what an agent reads fails here; a deliberate change re-records the
 //! file with `GOLDEN_UPDATE=1 cargo test --test it transcript` and shows up in review as its diff.
 //!
@@ -89,11 +90,17 @@ impl Recorder<'_> {
         if !is_error {
             assert_fits_output_schema(&self.tools, tool, &content);
         }
+        let mut answer = self.normalizer.value(&content);
+        // A lookup answered before the background index was built says so (`fast_path`, the
+        // same answer otherwise); whether the build won the race depends on the machine's load.
+        if let Some(fast_path) = answer.get_mut("fast_path") {
+            *fast_path = json!("<fast path note, or null once the index is built>");
+        }
         self.entries.push(json!({
             "call": tool,
             "arguments": self.normalizer.value(&args),
             "is_error": is_error,
-            "answer": self.normalizer.value(&content),
+            "answer": answer,
         }));
         content
     }
