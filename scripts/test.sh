@@ -13,6 +13,9 @@ eval "$(bash scripts/model.sh)"
 bash scripts/model.sh --check-platforms "${CODE_INTEL_MODEL_CACHE:-$HOME/.cache/git-code-intel/model}/platforms" >/dev/null
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+# No crate declares a dependency it does not use (cargo-machete, from crates.io, pinned).
+command -v cargo-machete >/dev/null 2>&1 || cargo install --locked cargo-machete@0.9.2
+cargo machete
 # What may import what (docs/ARCHITECTURE.md), and a workflow crate free of native builds.
 bash scripts/layers.sh
 cargo test --locked
