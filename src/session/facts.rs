@@ -125,15 +125,10 @@ pub(super) fn far_symbols(ws: &Workspace, payload: &Payload, query: &str) -> Vec
     let mut texts = vec![query.to_owned()];
     texts.extend(symbols.iter().map(|s| symbol_words(s)));
     let Ok(vectors) = ws.semantic.embed_texts(&texts) else { return Vec::new() };
-    let cosine = |a: &[f32], b: &[f32]| {
-        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        dot / (norm(a) * norm(b)).max(f32::EPSILON)
-    };
     symbols
         .iter()
         .zip(vectors.iter().skip(1))
-        .filter(|(_, v)| cosine(&vectors[0], v) < SYMBOL_RELEVANCE_FLOOR)
+        .filter(|(_, v)| code_intel_semantic::embed::cosine(&vectors[0], v) < SYMBOL_RELEVANCE_FLOOR)
         .map(|(s, _)| (*s).clone())
         .collect()
 }

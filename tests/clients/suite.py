@@ -373,8 +373,10 @@ def run_client(name: str, bin_dir: Path, report: Report) -> None:
     answer = json.dumps(result_json(out.server.turns[-1])) if out.server.turns else ""
     ok = "record_outcome" in first and '"outcome": "success"' in answer and '"logged"' in answer
     report.observations.append(Observation(name, "SESSION_COMPLETE", "outcome procedure → record_outcome", "ok", "ok" if ok else "failed", answer[:200]))
-    # The requests each client sent are logged beside its repository: kept when something failed.
-    if report.failures or any(not o.passed for o in report.observations if o.client == name):
+    # The requests each client sent are logged beside its repository: kept when something failed,
+    # or always with CODE_INTEL_KEEP_CLIENT_LOGS=1 (to read what the model would see).
+    keep = os.environ.get("CODE_INTEL_KEEP_CLIENT_LOGS") == "1"
+    if keep or report.failures or any(not o.passed for o in report.observations if o.client == name):
         print(f"{name}: the repositories and the requests the client sent are in {repo.parent} and {repo2.parent}")
     else:
         shutil.rmtree(repo.parent, ignore_errors=True)

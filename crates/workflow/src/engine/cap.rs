@@ -27,19 +27,32 @@ pub enum Fit {
 pub fn size(checkpoint: &Checkpoint) -> usize {
     let mut counted = checkpoint.clone();
     counted.orchestrator_state.user_changes.clear();
-    serde_json::to_vec_pretty(&counted).map_or(usize::MAX, |v| v.len())
+    stored_bytes(&counted)
+}
+
+/// The checkpoint's bytes as the store writes them (pretty JSON).
+fn stored_bytes(checkpoint: &Checkpoint) -> usize {
+    serde_json::to_vec_pretty(checkpoint).map_or(usize::MAX, |v| v.len())
 }
 
 /// Fits `checkpoint` under `limit`, shortening its summaries if it must; `Err(size)` when even
 /// that is not enough (the size with the summaries shortened).
 pub fn fit(checkpoint: &mut Checkpoint, limit: usize) -> Result<Fit, usize> {
-    if size(checkpoint) <= limit {
+    // Measured without the user's files, which are put back whatever the outcome.
+    let user_changes = std::mem::take(&mut checkpoint.orchestrator_state.user_changes);
+    let fitted = fit_counted(checkpoint, limit);
+    checkpoint.orchestrator_state.user_changes = user_changes;
+    fitted
+}
+
+fn fit_counted(checkpoint: &mut Checkpoint, limit: usize) -> Result<Fit, usize> {
+    if stored_bytes(checkpoint) <= limit {
         return Ok(Fit::AsItWas);
     }
     for record in checkpoint.phase_payloads.values_mut() {
         record.summary = shorten(&record.summary, SHORT_SUMMARY_CHARS);
     }
-    match size(checkpoint) {
+    match stored_bytes(checkpoint) {
         n if n <= limit => Ok(Fit::SummariesShortened),
         n => Err(n),
     }

@@ -50,35 +50,23 @@ impl Step<'_> {
         Ok(hints)
     }
 
-    /// `documents_reviewed` names real files, and covers `must_read` (a document skipped with
-    /// a reason of at least 10 characters counts as covered).
     /// Whether an empty `documents_reviewed` is an answer: the server named nothing to read,
     /// or every document it named is skipped with a reason.
     pub(super) fn nothing_left_to_read(&self, p: &payload::DocumentResearchPayload) -> bool {
         let Some(docs) = &self.facts.documents else { return false };
-        let skipped: BTreeSet<String> = p
-            .skipped_documents
-            .iter()
-            .flatten()
-            .filter(|s| s.reason.as_deref().is_some_and(|r| r.trim().chars().count() >= MIN_REASON_CHARS))
-            .filter_map(|s| s.file.as_deref().map(document_path))
-            .collect();
+        let skipped = skipped_with_reason(p);
         docs.must_read.iter().all(|d| skipped.contains(d))
     }
 
+    /// `documents_reviewed` names real files, and covers `must_read` (a document skipped with
+    /// a reason of at least 10 characters counts as covered).
     pub(super) fn check_documents(&self, p: &payload::DocumentResearchPayload) -> Result<(), Refused> {
         let Some(docs) = &self.facts.documents else { return Ok(()) };
         if !docs.missing.is_empty() {
             return Err(self.refuse(msg::DOCUMENTS_NOT_FOUND, &[("files", &docs.missing.join(", "))]));
         }
         let reviewed: BTreeSet<String> = p.documents_reviewed.iter().flatten().map(|d| document_path(d)).collect();
-        let skipped: BTreeSet<String> = p
-            .skipped_documents
-            .iter()
-            .flatten()
-            .filter(|s| s.reason.as_deref().is_some_and(|r| r.trim().chars().count() >= MIN_REASON_CHARS))
-            .filter_map(|s| s.file.as_deref().map(document_path))
-            .collect();
+        let skipped = skipped_with_reason(p);
         let unread: Vec<&str> = docs
             .must_read
             .iter()
@@ -186,4 +174,14 @@ pub(super) fn slot_hint(slot: &str) -> Msg {
         "observed_issue" => msg::OBSERVED_ISSUE_MISSING,
         _ => msg::DESIRED_ACTION_MISSING,
     }
+}
+
+/// The documents `skipped_documents` names with a reason of at least [`MIN_REASON_CHARS`].
+fn skipped_with_reason(p: &payload::DocumentResearchPayload) -> BTreeSet<String> {
+    p.skipped_documents
+        .iter()
+        .flatten()
+        .filter(|s| s.reason.as_deref().is_some_and(|r| r.trim().chars().count() >= MIN_REASON_CHARS))
+        .filter_map(|s| s.file.as_deref().map(document_path))
+        .collect()
 }

@@ -192,12 +192,7 @@ impl Step<'_> {
                     // Fixes made during the review are committed too, so nothing reviewed is left
                     // uncommitted when the branch is merged.
                     if st.task_branch.is_some() {
-                        out.effect = Some(Effect::Commit {
-                            message: "Quality review fixes".into(),
-                            discard: Vec::new(),
-                            keep_with_reason: Vec::new(),
-                            gated: false,
-                        });
+                        out.effect = Some(review_fixes_commit());
                     }
                     Next::Phase(Phase::Merge, None)
                 } else {
@@ -207,12 +202,7 @@ impl Step<'_> {
                         // What was fixed during the last review is committed as on a pass, so
                         // nothing reviewed is left uncommitted at MERGE.
                         if st.task_branch.is_some() {
-                            out.effect = Some(Effect::Commit {
-                                message: "Quality review fixes".into(),
-                                discard: Vec::new(),
-                                keep_with_reason: Vec::new(),
-                                gated: false,
-                            });
+                            out.effect = Some(review_fixes_commit());
                         }
                         out.warning = Some(self.contract.message(&msg::QUALITY_FORCED_COMPLETION, &[]));
                         out.unresolved_issues = Some(issues);
@@ -306,6 +296,17 @@ impl Step<'_> {
         } else {
             Ok(Next::Phase(Phase::Ready, Some(ReadyStep::Plan)))
         }
+    }
+}
+
+/// QUALITY_REVIEW's commit of the fixes made during the review (ungated: PRE_COMMIT judged the
+/// task's changes already).
+fn review_fixes_commit() -> Effect {
+    Effect::Commit {
+        message: "Quality review fixes".into(),
+        discard: Vec::new(),
+        keep_with_reason: Vec::new(),
+        gated: false,
     }
 }
 
