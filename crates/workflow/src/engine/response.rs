@@ -21,8 +21,8 @@ pub struct PhaseResponse {
     pub success: bool,
     pub session_id: String,
     pub phase: &'static str,
-    /// The phase's fixed number (1-19): Q1-Q3 count within 6-11, and phases a flow skips leave
-    /// their numbers unused, so steps may jump.
+    /// The phase's fixed number (1-19, and 20 once complete): Q1-Q3 count within 6-11, and
+    /// phases a flow skips leave their numbers unused, so steps may jump.
     pub step: u8,
     /// READY_PLAN, READY_IMPL or READY_COMPLETE while in READY.
     #[serde(skip_serializing_if = "Option::is_none")]
