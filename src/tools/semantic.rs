@@ -341,9 +341,14 @@ pub fn sync_index_with(
 ) -> ToolResult<SyncReport> {
     ws.semantic.loaded().map_err(|e| unavailable(ws, &e.to_string()))?;
     let generation = ws.index_generation();
-    ws.semantic
+    let mut report = ws
+        .semantic
         .sync_now(&ws.repo, &ws.config, params.force.unwrap_or(false), generation, on_slice)
-        .map_err(|e| ws.tool_error(&msg::SYNC_FAILED, &[("error", &e.to_string())]).into())
+        .map_err(|e| -> ToolError { ws.tool_error(&msg::SYNC_FAILED, &[("error", &e.to_string())]).into() })?;
+    if report.replaced_forest {
+        report.note = Some(ws.contract.message(&msg::FOREST_REPLACED, &[("model", &report.model)]));
+    }
+    Ok(report)
 }
 
 pub fn sync_index(ws: &Workspace, params: SyncIndexParams) -> ToolResult<SyncReport> {

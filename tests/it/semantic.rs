@@ -185,6 +185,7 @@ async fn embedding_model_in_the_config_names_a_directory_or_a_cached_model() {
     assert_eq!(forest(&client, "area of a circle").await[0]["symbol"], "Circle::area");
     let report = ok(&client, "sync_index", json!({})).await;
     assert_eq!(report["model"], DEFAULT_MODEL.to_lowercase(), "{report}");
+    assert!(report.get("replaced_forest").is_none() && report.get("note").is_none(), "{report}");
     client.cancel().await.unwrap();
     // The fp32 model by its name, from the cache scripts/model.sh fills: the Forest made with
     // the int8 model is not reused for it (another model, another fingerprint).
@@ -192,6 +193,10 @@ async fn embedding_model_in_the_config_names_a_directory_or_a_cached_model() {
     let client = connect_with_env(root, &[("CODE_INTEL_MODEL_DIR", "")]).await;
     let report = ok(&client, "sync_index", json!({})).await;
     assert_eq!(report["model"], FP32_MODEL.to_lowercase(), "{report}");
+    // ... and the report says the other model's Forest was set aside, never mixed.
+    assert_eq!(report["replaced_forest"], true, "{report}");
+    let note = report["note"].as_str().unwrap_or_default();
+    assert!(note.contains("another embedding model") && note.contains(&FP32_MODEL.to_lowercase()), "{report}");
     assert_eq!(forest(&client, "area of a circle").await[0]["symbol"], "Circle::area");
     client.cancel().await.unwrap();
     // A name with no model in the cache: a clear error naming where it looked and the fix.

@@ -24,6 +24,12 @@ pub struct Config {
     pub chunk_strategy: String,
     pub chunk_max_tokens: u32,
     pub sync_ttl_hours: f64,
+    /// How semantic_search merges the dense and the lexical rankings: `weighted` (each scaled
+    /// to 0..1 per query, then `dense_weight` × dense + the rest × lexical) or `rrf`
+    /// (reciprocal rank fusion).
+    pub search_fusion: String,
+    /// The dense ranking's share in `weighted` fusion, 0 to 1.
+    pub dense_weight: f32,
     pub sync_on_start: bool,
     /// Files over this many bytes are skipped by the walk, with a note in the output.
     pub max_file_size: u64,
@@ -48,6 +54,8 @@ impl Default for Config {
             chunk_strategy: "ast".into(),
             chunk_max_tokens: 512,
             sync_ttl_hours: 1.0,
+            search_fusion: "weighted".into(),
+            dense_weight: 0.7,
             sync_on_start: true,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             garbage: crate::garbage::GarbageRules::default(),

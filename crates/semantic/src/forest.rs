@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cache::{self, Key};
 use super::chunk::Chunk;
-use super::lexical::Bm25;
+use super::lexical::{Bm25, identifier_words};
 use super::vectors::VectorIndex;
 use crate::Error;
 
@@ -55,9 +55,36 @@ pub struct SharedOrigin {
     pub record: [u8; 8],
 }
 
-/// The text a chunk is embedded as: its header, then its code.
+/// Which text a chunk is embedded as ([`embedding_text`]): part of the Forest's fingerprint, so
+/// a Forest embedded another way is rebuilt, never mixed.
+pub const EMBEDDING_TEXT_VERSION: u32 = 2;
+
+/// The text a chunk is embedded as: its symbol path and file as words, its header (file, symbol
+/// path, signature), then its code as the words of its identifiers. On the retrieval benchmark
+/// this reads better to a sentence model than the code itself (docs/SEMANTIC.md):
+/// `JSONEncoder.encode` in `json/encoder.py` starts `json encoder encode (json encoder)`.
 pub fn embedding_text(chunk: &Chunk) -> String {
-    format!("{}\n{}", chunk.header, chunk.text)
+    format!("{}\n{}\n{}", name_words(chunk), chunk.header, identifier_words(&chunk.text))
+}
+
+/// The chunk's symbol path and the last two segments of its path, as words.
+fn name_words(chunk: &Chunk) -> String {
+    let mut segments: Vec<&str> = chunk.file.rsplit('/').take(2).collect();
+    segments.reverse();
+    let place = segments.join(" ");
+    let place = place.rsplit_once('.').map_or(place.as_str(), |(stem, _)| stem);
+    format!("{} ({})", identifier_words(&chunk.symbol), identifier_words(place))
+}
+
+/// Why [`Forest::load`] found nothing to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Discarded {
+    /// No Forest was saved.
+    Absent,
+    /// The saved Forest was made with another model, chunking or embedding text.
+    OtherModel,
+    /// The saved Forest is damaged (a torn write, vectors and manifest disagree).
+    Unreadable,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -97,7 +124,9 @@ pub struct ForestHit {
     pub end_line: u32,
     pub symbol: String,
     pub kind: String,
-    /// The fused score (reciprocal-rank fusion of the dense and lexical rankings).
+    /// The fused score: the cosine and the BM25 score, each scaled to 0..1 over this query's
+    /// hits, then weighted (or reciprocal rank fusion, when the project's `search_fusion` says
+    /// `rrf`). Higher is better; compare it only within one answer.
     pub score: f32,
     /// Cosine similarity of the query and the chunk, when the dense ranking found it.
     pub dense_score: Option<f32>,
@@ -108,6 +137,20 @@ pub struct ForestHit {
 
 /// A fused ranking entry: fused score, dense score, lexical score.
 type Fused = (f32, Option<f32>, Option<f32>);
+
+/// How the dense and the lexical rankings are merged into one (`search_fusion` in the config).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fusion {
+    /// Each ranking's scores scaled to 0..1 over its own top hits, for this query alone, then
+    /// `dense_weight × dense + (1 − dense_weight) × lexical` (a hit missing from a ranking
+    /// scores 0 there).
+    Weighted { dense_weight: f32 },
+    /// Reciprocal rank fusion: the sum of 1 / (60 + rank) over the rankings.
+    ReciprocalRank,
+}
+
+/// The fusion the retrieval benchmark chose (docs/SEMANTIC.md).
+pub const DEFAULT_FUSION: Fusion = Fusion::Weighted { dense_weight: 0.7 };
 
 /// Reciprocal-rank fusion constant.
 const RRF_K: f32 = 60.0;
@@ -122,7 +165,7 @@ impl Forest {
             chunks: FoldHashMap::default(),
             by_chunk_id: FoldHashMap::default(),
             vectors: VectorIndex::new(dim)?,
-            lexical: Bm25::default(),
+            lexical: Bm25::new(true),
             next_id: 1,
             synced_at: 0,
             shared_tips: Vec::new(),
@@ -136,6 +179,11 @@ impl Forest {
 
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()
+    }
+
+    /// Every chunk, in no particular order.
+    pub fn chunks(&self) -> impl Iterator<Item = &StoredChunk> {
+        self.chunks.values()
     }
 
     pub fn chunk(&self, chunk_id: &str) -> Option<&StoredChunk> {
@@ -217,12 +265,16 @@ impl Forest {
     }
 
     /// Hybrid search: the dense ranking (faiss) and the lexical ranking (BM25 with symbol
-    /// names) fused by reciprocal rank. `query_vector` is the embedded query.
-    pub fn search(&self, query_vector: &[f32], query: &str, n: usize) -> Result<Vec<ForestHit>, Error> {
+    /// names), each read `max(5n, 50)` deep, merged by `fusion`. `query_vector` is the
+    /// embedded query.
+    pub fn search(&self, query_vector: &[f32], query: &str, n: usize, fusion: Fusion) -> Result<Vec<ForestHit>, Error> {
         let depth = (n * 5).max(50);
         let dense = self.vectors.search(query_vector, depth)?;
         let lexical = self.lexical.search(query, depth);
-        Ok(self.fuse(&dense, &lexical, n))
+        Ok(match fusion {
+            Fusion::ReciprocalRank => self.fuse(&dense, &lexical, n),
+            Fusion::Weighted { dense_weight } => self.fuse_weighted(&dense, &lexical, dense_weight, n),
+        })
     }
 
     /// Dense ranking only (for measuring retrieval quality).
@@ -249,6 +301,41 @@ impl Forest {
             e.0 += 1.0 / (RRF_K + rank as f32 + 1.0);
             e.2 = Some(*s);
         }
+        self.ranked(fused, n)
+    }
+
+    /// [`Fusion::Weighted`]: min-max scaling of each ranking over its own hits, then a
+    /// weighted sum.
+    fn fuse_weighted(
+        &self,
+        dense: &[(u64, f32)],
+        lexical: &[(u64, f32)],
+        dense_weight: f32,
+        n: usize,
+    ) -> Vec<ForestHit> {
+        let dense_weight = dense_weight.clamp(0.0, 1.0);
+        let scaled = |list: &[(u64, f32)]| -> Vec<(u64, f32, f32)> {
+            let (low, high) = list.iter().fold((f32::MAX, f32::MIN), |(lo, hi), (_, s)| (lo.min(*s), hi.max(*s)));
+            let span = high - low;
+            // One hit, or all equal: each counts fully.
+            list.iter().map(|(id, s)| (*id, *s, if span > 1e-6 { (s - low) / span } else { 1.0 })).collect()
+        };
+        let mut fused: FoldHashMap<u64, Fused> = FoldHashMap::default();
+        for (id, s, unit) in scaled(dense) {
+            let e = fused.entry(id).or_default();
+            e.0 += dense_weight * unit;
+            e.1 = Some(s);
+        }
+        for (id, s, unit) in scaled(lexical) {
+            let e = fused.entry(id).or_default();
+            e.0 += (1.0 - dense_weight) * unit;
+            e.2 = Some(s);
+        }
+        self.ranked(fused, n)
+    }
+
+    /// The `n` best of `fused` as hits, best first (ties: the higher cosine, then the id).
+    fn ranked(&self, fused: FoldHashMap<u64, Fused>, n: usize) -> Vec<ForestHit> {
         let mut ranked: Vec<(u64, Fused)> = fused.into_iter().collect();
         ranked.sort_by(|a, b| {
             b.1.0
@@ -279,19 +366,22 @@ impl Forest {
 
     /// Loads the Forest saved under `root`, or None when there is none, or it does not match
     /// `model`/`dim`, or the manifest and the vectors disagree.
-    pub fn load(root: &Path, model: [u8; 32], dim: u32) -> Option<Forest> {
+    pub fn load(root: &Path, model: [u8; 32], dim: u32) -> Result<Forest, Discarded> {
         let dir = forest_dir(root);
-        let bytes = std::fs::read(dir.join(MANIFEST)).ok()?;
-        let manifest: Option<Manifest> = code_intel_codebase::derived::decode(&bytes, MAGIC);
-        let Some(manifest) = manifest.filter(|m| m.model == model && m.dim == dim) else {
-            tracing::warn!("{}: from another model or version, or corrupt; rebuilding", dir.display());
-            return None;
+        let Ok(bytes) = std::fs::read(dir.join(MANIFEST)) else { return Err(Discarded::Absent) };
+        let Some(manifest) = code_intel_codebase::derived::decode::<Manifest>(&bytes, MAGIC) else {
+            tracing::warn!("{}: unreadable; rebuilding", dir.display());
+            return Err(Discarded::Unreadable);
         };
+        if manifest.model != model || manifest.dim != dim {
+            tracing::warn!("{}: made with another model or embedding text; rebuilding", dir.display());
+            return Err(Discarded::OtherModel);
+        }
         let vectors = match VectorIndex::read(&dir.join(VECTORS), dim) {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!("{}: {e}; rebuilding", dir.join(VECTORS).display());
-                return None;
+                return Err(Discarded::Unreadable);
             }
         };
         let mut held = vectors.ids();
@@ -300,9 +390,9 @@ impl Forest {
         expected.sort_unstable();
         if held != expected {
             tracing::warn!("{}: vectors and manifest disagree; rebuilding", dir.display());
-            return None;
+            return Err(Discarded::Unreadable);
         }
-        let mut lexical = Bm25::default();
+        let mut lexical = Bm25::new(true);
         let mut chunks = FoldHashMap::default();
         let mut by_chunk_id = FoldHashMap::default();
         for (id, c) in manifest.chunks {
@@ -310,7 +400,7 @@ impl Forest {
             by_chunk_id.insert(c.chunk.id.clone(), id);
             chunks.insert(id, c);
         }
-        Some(Forest {
+        Ok(Forest {
             model,
             files: manifest.files,
             chunks,

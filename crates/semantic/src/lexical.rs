@@ -3,6 +3,7 @@
 //! the chunk's own symbol name counted extra, so an exact identifier finds its definition.
 
 use foldhash::HashMap as FoldHashMap;
+use rust_stemmers::{Algorithm, Stemmer};
 
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
@@ -47,15 +48,48 @@ fn split_identifier(word: &str) -> Vec<String> {
     parts
 }
 
+/// The words of every identifier in `text`, lower-cased and space-separated
+/// (`JSONEncoder.iterencode` → `json encoder iterencode`).
+pub fn identifier_words(text: &str) -> String {
+    let mut out = Vec::new();
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        let word = word.trim_matches('_');
+        if word.is_empty() || word.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        out.extend(split_identifier(word));
+    }
+    out.join(" ")
+}
+
 #[derive(Default)]
 pub struct Bm25 {
     postings: FoldHashMap<String, Vec<(u64, u32)>>,
     /// doc → (length in terms, its distinct terms)
     docs: FoldHashMap<u64, (u32, Vec<String>)>,
     total_len: u64,
+    /// English stemming of every term, in documents and queries alike.
+    stemmer: Option<Stemmer>,
 }
 
 impl Bm25 {
+    /// An empty index; `stem` stems every term (`returns`, `returned` → `return`).
+    pub fn new(stem: bool) -> Bm25 {
+        Bm25 { stemmer: stem.then(|| Stemmer::create(Algorithm::English)), ..Bm25::default() }
+    }
+
+    fn terms(&self, text: &str) -> Vec<String> {
+        let mut out = terms(text);
+        if let Some(stemmer) = &self.stemmer {
+            for t in &mut out {
+                if let std::borrow::Cow::Owned(stemmed) = stemmer.stem(t) {
+                    *t = stemmed;
+                }
+            }
+        }
+        out
+    }
+
     pub fn len(&self) -> usize {
         self.docs.len()
     }
@@ -69,12 +103,12 @@ impl Bm25 {
         self.remove(id);
         let mut counts: FoldHashMap<String, u32> = FoldHashMap::default();
         let mut len = 0u32;
-        for t in terms(text) {
+        for t in self.terms(text) {
             *counts.entry(t).or_default() += 1;
             len += 1;
         }
         if let Some(name) = symbol.rsplit(['.', ':']).next().filter(|n| !n.starts_with('<')) {
-            for t in terms(name) {
+            for t in self.terms(name) {
                 *counts.entry(t).or_default() += SYMBOL_WEIGHT;
                 len += SYMBOL_WEIGHT;
             }
@@ -108,7 +142,7 @@ impl Bm25 {
         }
         let n = self.docs.len() as f32;
         let avg = (self.total_len as f32 / n).max(1.0);
-        let mut query_terms = terms(query);
+        let mut query_terms = self.terms(query);
         query_terms.sort();
         query_terms.dedup();
         let mut scores: FoldHashMap<u64, f32> = FoldHashMap::default();

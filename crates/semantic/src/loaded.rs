@@ -1,6 +1,7 @@
 //! The model once loaded, and what is keyed by it: shared by the service (which loads it) and
 //! the Forest sharing (which exports and imports the vectors it made).
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, RwLock};
 
 use crate::cache::EmbeddingCache;
@@ -18,5 +19,8 @@ pub struct Loaded {
     /// with another is rebuilt (from the cache, so nothing unchanged is embedded again).
     pub forest_fingerprint: [u8; 32],
     pub forest: RwLock<Forest>,
+    /// When the model was loaded, the Forest on disk had been made with another model or
+    /// embedding text and was set aside: this process's sync reports say so.
+    pub replaced_forest: AtomicBool,
     pub cache: Mutex<EmbeddingCache>,
 }

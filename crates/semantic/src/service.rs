@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::cache::EmbeddingCache;
 use super::embed::Embedder;
-use super::forest::{Forest, ForestHit, forest_dir};
+use super::forest::{DEFAULT_FUSION, Discarded, Forest, ForestHit, Fusion, forest_dir};
 use super::map::{MapEntry, MapStore, Origin, Stored};
 use super::sync::{self, Progress, SyncContext, SyncReport};
 use super::vectors::VectorIndex;
@@ -100,9 +100,20 @@ pub struct Semantic {
     last_sync: Mutex<Option<Result<SyncReport, String>>>,
     /// How files are cut into chunks, as the Forest's fingerprint records it.
     chunking: String,
+    /// How searches merge the dense and lexical rankings.
+    fusion: Fusion,
     /// Vectors of texts embedded outside the Forest (documents' sections), by blake3 of the
     /// text, for this process's lifetime.
     text_vectors: Mutex<std::collections::HashMap<super::cache::Key, Vec<f32>>>,
+}
+
+/// The fusion `search_fusion` and `dense_weight` name; anything unknown is the default.
+pub fn fusion_of(config: &Config) -> Fusion {
+    match config.search_fusion.trim().to_ascii_lowercase().as_str() {
+        "rrf" | "reciprocal_rank" => Fusion::ReciprocalRank,
+        _ if config.dense_weight.is_finite() => Fusion::Weighted { dense_weight: config.dense_weight.clamp(0.0, 1.0) },
+        _ => DEFAULT_FUSION,
+    }
 }
 
 /// Resolves `embedding_model`: `CODE_INTEL_MODEL_DIR` wins; a path to a directory (absolute or
@@ -125,10 +136,12 @@ impl Semantic {
             root: root.to_path_buf(),
             model_dir: resolve_model_dir(root, &config.embedding_model),
             chunking: format!(
-                "{:?}:{}",
+                "{:?}:{}:text{}",
                 config.chunking().unwrap_or(code_intel_codebase::config::ChunkStrategy::Ast),
-                config.chunk_max_tokens.max(32)
+                config.chunk_max_tokens.max(32),
+                super::forest::EMBEDDING_TEXT_VERSION
             ),
+            fusion: fusion_of(config),
             loaded: OnceLock::new(),
             sync_lock: Arc::new(Mutex::new(())),
             progress: Arc::new(Progress::default()),
@@ -165,9 +178,11 @@ impl Semantic {
         let forest_fingerprint = *hasher.finalize().as_bytes();
         let dim = embedder.dimension as u32;
         let vector_error = |e: Error| Error::Embedding(e.to_string());
-        let forest = match Forest::load(&self.root, forest_fingerprint, dim) {
-            Some(f) => f,
-            None => Forest::new(forest_fingerprint, dim).map_err(vector_error)?,
+        let saved = Forest::load(&self.root, forest_fingerprint, dim);
+        let replaced = saved.as_ref().is_err_and(|why| *why == Discarded::OtherModel);
+        let forest = match saved {
+            Ok(f) => f,
+            Err(_) => Forest::new(forest_fingerprint, dim).map_err(vector_error)?,
         };
         let cache = EmbeddingCache::open(&forest_dir(&self.root).join("embeddings.bin"), fingerprint, dim as usize);
         let model = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
@@ -177,6 +192,7 @@ impl Semantic {
             fingerprint,
             forest_fingerprint,
             forest: RwLock::new(forest),
+            replaced_forest: std::sync::atomic::AtomicBool::new(replaced),
             cache: Mutex::new(cache),
         };
         Ok(loaded)
@@ -287,7 +303,7 @@ impl Semantic {
     pub fn search_forest(&self, query_vector: &[f32], query: &str, n: usize) -> Result<Vec<ForestHit>, String> {
         let loaded = self.loaded().map_err(|e| e.to_string())?;
         let forest = loaded.forest.read().unwrap_or_else(|p| p.into_inner());
-        forest.search(query_vector, query, n).map_err(|e| e.to_string())
+        forest.search(query_vector, query, n, self.fusion).map_err(|e| e.to_string())
     }
 
     /// The Map entries closest to `query_vector`, best first, with where each came from. The
@@ -403,6 +419,7 @@ fn run_sync(
         };
         let mut report = sync::sync(&cx, on_slice)?;
         report.rebuilt = rebuild;
+        report.replaced_forest = loaded.replaced_forest.load(Ordering::Relaxed);
         report.model.clone_from(&loaded.model);
         Ok(report)
     })();

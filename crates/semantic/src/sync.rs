@@ -47,6 +47,14 @@ pub struct SyncReport {
     pub cache_hits: usize,
     /// The Forest was discarded and rebuilt (`--rebuild`, or an unreadable index).
     pub rebuilt: bool,
+    /// When this process loaded the model, the Forest on disk had been made with another
+    /// embedding model or embedding text: it was set aside and rebuilt, so vectors of two models
+    /// are never mixed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replaced_forest: bool,
+    /// What the agent should know about this sync (from the contract), when anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub elapsed_ms: u64,
     /// The embedding model the Forest is made with (its directory's name).
     pub model: String,

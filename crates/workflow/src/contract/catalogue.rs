@@ -235,6 +235,7 @@ catalogue! {
     FOREST_SYNCING = ["warnings", "forest_syncing"] ("done", "total") Note;
     FOREST_SYNCING_SCANNING = ["warnings", "forest_syncing_scanning"] () Note;
     FOREST_SYNC_FAILED = ["warnings", "forest_sync_failed"] ("error") Note;
+    FOREST_REPLACED = ["warnings", "forest_replaced"] ("model") Note;
 }
 
 /// The catalogue's key at `path`, if the code produces a message there.
