@@ -22,7 +22,8 @@ use super::{ms, pct};
 
 const SEED: u32 = 26;
 const QUERIES: usize = 400;
-/// How deep the dense and lexical rankings are read for fusing.
+/// How deep the dense and lexical rankings are read when measured alone (the served search
+/// reads `max(5n, 50)` of each for its fusion).
 const DEPTH: usize = 100;
 
 /// Models measured when installed (scripts/model.sh installs the first two);

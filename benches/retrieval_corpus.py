@@ -62,7 +62,9 @@ def strip(source):
     """The source without any function's docstring (a body that was only its docstring gets
     `pass`), and the docstrings of the targets by their index in `targets`."""
     tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
+    # Lines as ast counts them (only \n ends one here; str.splitlines also splits on \f and
+    # other separators, which would shift every later removal).
+    lines = re.findall(r"[^\n]*\n|[^\n]+$", source)
     docs = {}
     for index, (_, node) in enumerate(targets(tree)):
         doc = docstring_node(node)
@@ -80,7 +82,7 @@ def strip(source):
         # A docstring that shares its line with the def (`def f(): "doc"`) is left alone.
         if lines[start - 1][:col].strip():
             continue
-        replacement = [" " * col + "pass\n"] if only else []
+        replacement = [lines[start - 1][:col] + "pass\n"] if only else []
         lines[start - 1 : end] = replacement
     return "".join(lines), docs
 
@@ -91,6 +93,11 @@ def main():
     files = []
     for module in sys.argv[5:]:
         path = os.path.join(stdlib, module)
+        if not os.path.exists(path) and path.endswith(".py") and os.path.isdir(path[:-3]):
+            path = path[:-3]  # a module that became a package (zipfile in 3.12, pathlib in 3.13)
+        if not os.path.exists(path):
+            print(f"{module}: not in this Python's standard library, skipped", file=sys.stderr)
+            continue
         if os.path.isdir(path):
             for dirpath, dirnames, filenames in os.walk(path):
                 dirnames[:] = sorted(d for d in dirnames if d not in ("test", "tests", "__pycache__"))

@@ -83,6 +83,16 @@ pub fn build_set(dir: &Path, seed: u32, count: usize, modules: &[&str]) -> Resul
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", queries.display()))
 }
 
+/// The version of the `python3` on PATH (`3.11.7`): the query set depends on its standard
+/// library's sources.
+pub fn python_version() -> String {
+    std::process::Command::new("python3")
+        .args(["-c", "import platform; print(platform.python_version())"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
 /// Whether `hit` is (a piece of) the function `q` names: same file, overlapping lines, same
 /// last name segment.
 pub fn answers(file: &str, start: u32, end: u32, symbol: &str, q: &Query) -> bool {

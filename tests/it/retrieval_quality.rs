@@ -146,6 +146,9 @@ const SMALL_QUERIES: usize = 120;
 /// MRR@10 of the shipped ranking (the default model, weighted fusion) on the small set when it
 /// shipped, measured by this test; the test fails 0.03 below it.
 const SHIPPED_MRR: f64 = 0.608;
+/// The Python whose standard library it was measured on: the queries are drawn by file and line,
+/// so another release's sources draw another set, and the floor holds only for this one.
+const MEASURED_ON_PYTHON: &str = "3.11.7";
 
 /// MRR@10 and recall@5 of the shipped, dense and lexical rankings with `model` on the small set
 /// in `dir` (its `src` copied into a fresh repository).
@@ -192,11 +195,16 @@ fn the_shipped_ranking_keeps_its_mrr_on_the_small_benchmark_set_and_int8_its_rec
     assert!(queries.len() >= 100, "the small set has {} queries", queries.len());
     let int8 = small_set_measures(dir.path(), &queries, DEFAULT_MODEL);
     let [shipped, _, lexical] = int8;
-    assert!(
-        shipped.mrr10 + 0.03 >= SHIPPED_MRR,
-        "MRR@10 {:.3} is more than 0.03 below the shipped {SHIPPED_MRR:.3}",
-        shipped.mrr10
-    );
+    let python = retrieval_eval::python_version();
+    if python == MEASURED_ON_PYTHON {
+        assert!(
+            shipped.mrr10 + 0.03 >= SHIPPED_MRR,
+            "MRR@10 {:.3} is more than 0.03 below the shipped {SHIPPED_MRR:.3}",
+            shipped.mrr10
+        );
+    } else {
+        eprintln!("python {python}: not the {MEASURED_ON_PYTHON} the floor was measured on, so it is not applied");
+    }
     // On 120 queries the fusion and the model alone are within a query or two of each other
     // (0.608 and 0.610 when this shipped; on the benchmark's 400, 0.468 and 0.434); BM25 is
     // far below both.

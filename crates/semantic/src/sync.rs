@@ -48,8 +48,8 @@ pub struct SyncReport {
     /// The Forest was discarded and rebuilt (`--rebuild`, or an unreadable index).
     pub rebuilt: bool,
     /// When this process loaded the model, the Forest on disk had been made with another
-    /// embedding model or embedding text: it was set aside and rebuilt, so vectors of two models
-    /// are never mixed.
+    /// embedding model, chunking or embedding text: it was set aside and rebuilt, so vectors
+    /// made in two ways are never mixed. Every report of that process says so.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub replaced_forest: bool,
     /// What the agent should know about this sync (from the contract), when anything.
