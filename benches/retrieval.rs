@@ -18,6 +18,7 @@ use code_intel_semantic::service::Semantic;
 use std::collections::HashMap;
 
 use super::retrieval_eval::{BENCH_MODULES, Measures, Query, build_set, measures, rank_of};
+use super::semantic::peak_rss_mb;
 use super::{ms, pct};
 
 const SEED: u32 = 26;
@@ -29,16 +30,6 @@ const DEPTH: usize = 100;
 /// Models measured when installed (scripts/model.sh installs the first two);
 /// `CODE_INTEL_BENCH_MODELS=a,b` names others.
 const MODELS: &[&str] = &["all-MiniLM-L6-v2-int8", "all-MiniLM-L6-v2"];
-
-fn peak_rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Outcome {

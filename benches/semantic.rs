@@ -45,7 +45,8 @@ fn crate_repo(corpus: &Path, name: &str) -> PathBuf {
     root
 }
 
-fn peak_rss_mb() -> f64 {
+/// This process's peak resident memory (VmHWM), in MB.
+pub fn peak_rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()

@@ -88,8 +88,6 @@ def build(model_dir, out_path):
     if not any(k.startswith("embeddings.") for k in weights):
         weights = {k.removeprefix("bert."): v for k, v in weights.items()}
     hidden = config["hidden_size"]
-    heads = config["num_attention_heads"]
-    head_dim = hidden // heads
     eps = config.get("layer_norm_eps", 1e-12)
     g = Graph(weights)
 
@@ -106,30 +104,46 @@ def build(model_dir, out_path):
     mask = g.op("Mul", [g.op("Sub", [g.const(1.0), mask]), g.const(-10000.0)])
     mask = g.op("Unsqueeze", [mask, g.const([1, 2], np.int64)])
 
+    h = encoder(g, h, mask, config, eps, BERT_NAMES)
+    save(g, h, ("input_ids", "attention_mask", "token_type_ids"), hidden, "bert", out_path)
+
+
+# Weight names in a layer: query, key, value, attention output, the LayerNorm after attention.
+BERT_NAMES = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense", "attention.output.LayerNorm")
+
+
+def encoder(g, h, mask, config, eps, names):
+    """The transformer layers (post-LayerNorm, erf GELU) over `h`, with `mask` added to every
+    layer's attention scores; `names` are the layer's weight names (BERT_NAMES' order)."""
+    hidden = config["hidden_size"]
+    heads = config["num_attention_heads"]
+    head_dim = hidden // heads
+    query, key, value, attn_out, attn_norm = names
     split_heads = g.const([0, 0, heads, head_dim], np.int64)
     merge_heads = g.const([0, 0, hidden], np.int64)
     scale = g.const(1.0 / math.sqrt(head_dim))
     for i in range(config["num_hidden_layers"]):
         p = f"encoder.layer.{i}"
-        q = g.op("Transpose", [g.op("Reshape", [g.linear(h, f"{p}.attention.self.query"), split_heads])], perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [g.op("Reshape", [g.linear(h, f"{p}.attention.self.key"), split_heads])], perm=[0, 2, 3, 1])
-        v = g.op("Transpose", [g.op("Reshape", [g.linear(h, f"{p}.attention.self.value"), split_heads])], perm=[0, 2, 1, 3])
+        q = g.op("Transpose", [g.op("Reshape", [g.linear(h, f"{p}.{query}"), split_heads])], perm=[0, 2, 1, 3])
+        k = g.op("Transpose", [g.op("Reshape", [g.linear(h, f"{p}.{key}"), split_heads])], perm=[0, 2, 3, 1])
+        v = g.op("Transpose", [g.op("Reshape", [g.linear(h, f"{p}.{value}"), split_heads])], perm=[0, 2, 1, 3])
         scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), mask])
         context = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v])
         context = g.op("Reshape", [g.op("Transpose", [context], perm=[0, 2, 1, 3]), merge_heads])
-        attended = g.op("Add", [g.linear(context, f"{p}.attention.output.dense"), h])
-        h = g.layer_norm(attended, f"{p}.attention.output.LayerNorm", eps)
+        attended = g.op("Add", [g.linear(context, f"{p}.{attn_out}"), h])
+        h = g.layer_norm(attended, f"{p}.{attn_norm}", eps)
         inner = g.gelu(g.linear(h, f"{p}.intermediate.dense"))
         out = g.op("Add", [g.linear(inner, f"{p}.output.dense"), h])
         h = g.layer_norm(out, f"{p}.output.LayerNorm", eps)
+    return h
 
+
+def save(g, h, input_names, hidden, name, out_path):
+    """Names `h` last_hidden_state, checks the graph and writes it."""
     g.nodes.append(helper.make_node("Identity", [h], ["last_hidden_state"]))
-    inputs = [
-        helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
-        for n in ("input_ids", "attention_mask", "token_type_ids")
-    ]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) for n in input_names]
     output = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])
-    graph = helper.make_graph(g.nodes, "bert", inputs, [output], g.inits)
+    graph = helper.make_graph(g.nodes, name, inputs, [output], g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="git-code-intel")
     model.ir_version = 8
     onnx.checker.check_model(model)

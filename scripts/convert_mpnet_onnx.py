@@ -17,12 +17,10 @@ import math
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from convert_bert_onnx import Graph, load_safetensors  # noqa: E402
-
-import onnx  # noqa: E402
+from convert_bert_onnx import Graph, encoder, load_safetensors, save  # noqa: E402
 
 
 def relative_buckets(length, num_buckets, max_distance=128):
@@ -46,8 +44,6 @@ def build(model_dir, out_path):
     config = json.load(open(f"{model_dir}/config.json"))
     weights = load_safetensors(f"{model_dir}/model.safetensors")
     hidden = config["hidden_size"]
-    heads = config["num_attention_heads"]
-    head_dim = hidden // heads
     eps = config.get("layer_norm_eps", 1e-5)
     pad = config.get("pad_token_id", 1)
     length = config["max_position_embeddings"] - pad - 1
@@ -72,31 +68,9 @@ def build(model_dir, out_path):
     mask = g.op("Mul", [g.op("Sub", [g.const(1.0), mask]), g.const(-10000.0)])
     mask = g.op("Add", [g.op("Unsqueeze", [mask, g.const([1, 2], np.int64)]), sliced])
 
-    split_heads = g.const([0, 0, heads, head_dim], np.int64)
-    merge_heads = g.const([0, 0, hidden], np.int64)
-    scale = g.const(1.0 / math.sqrt(head_dim))
-    for i in range(config["num_hidden_layers"]):
-        p = f"encoder.layer.{i}"
-        q = g.op("Transpose", [g.op("Reshape", [g.linear(h, f"{p}.attention.attn.q"), split_heads])], perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [g.op("Reshape", [g.linear(h, f"{p}.attention.attn.k"), split_heads])], perm=[0, 2, 3, 1])
-        v = g.op("Transpose", [g.op("Reshape", [g.linear(h, f"{p}.attention.attn.v"), split_heads])], perm=[0, 2, 1, 3])
-        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), mask])
-        context = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v])
-        context = g.op("Reshape", [g.op("Transpose", [context], perm=[0, 2, 1, 3]), merge_heads])
-        attended = g.op("Add", [g.linear(context, f"{p}.attention.attn.o"), h])
-        h = g.layer_norm(attended, f"{p}.attention.LayerNorm", eps)
-        inner = g.gelu(g.linear(h, f"{p}.intermediate.dense"))
-        out = g.op("Add", [g.linear(inner, f"{p}.output.dense"), h])
-        h = g.layer_norm(out, f"{p}.output.LayerNorm", eps)
-
-    g.nodes.append(helper.make_node("Identity", [h], ["last_hidden_state"]))
-    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) for n in ("input_ids", "attention_mask")]
-    output = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])
-    graph = helper.make_graph(g.nodes, "mpnet", inputs, [output], g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="git-code-intel")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, out_path)
+    names = ("attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "attention.LayerNorm")
+    h = encoder(g, h, mask, config, eps, names)
+    save(g, h, ("input_ids", "attention_mask"), hidden, "mpnet", out_path)
 
 
 if __name__ == "__main__":
