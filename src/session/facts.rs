@@ -113,6 +113,15 @@ pub(super) fn symbol_words(symbol: &str) -> String {
     out.trim().to_owned()
 }
 
+/// Vectors for `texts`: the first embedded as a query, the others as what a query finds (a
+/// model with prefixes gives each its own).
+fn query_then_documents(ws: &Workspace, texts: &[String]) -> Option<Vec<Vec<f32>>> {
+    let (query, rest) = texts.split_first()?;
+    let mut vectors = vec![ws.semantic.embed_one(query).ok()?];
+    vectors.extend(ws.semantic.embed_texts(rest).ok()?);
+    Some(vectors)
+}
+
 /// QUERY_FRAME's target_symbols that read far from the request, by the embedding model; none
 /// without a model.
 pub(super) fn far_symbols(ws: &Workspace, payload: &Payload, query: &str) -> Vec<String> {
@@ -124,7 +133,7 @@ pub(super) fn far_symbols(ws: &Workspace, payload: &Payload, query: &str) -> Vec
     }
     let mut texts = vec![query.to_owned()];
     texts.extend(symbols.iter().map(|s| symbol_words(s)));
-    let Ok(vectors) = ws.semantic.embed_texts(&texts) else { return Vec::new() };
+    let Some(vectors) = query_then_documents(ws, &texts) else { return Vec::new() };
     symbols
         .iter()
         .zip(vectors.iter().skip(1))
@@ -150,7 +159,7 @@ pub(super) fn past_failures_for(
 
 /// DOCUMENT_RESEARCH's ranking: BM25, plus the embedding model when one is installed.
 pub(super) fn research(ws: &Workspace, query: &str) -> DocumentResearch {
-    let embed = |texts: &[String]| ws.semantic.embed_texts(texts).ok();
+    let embed = |texts: &[String]| query_then_documents(ws, texts);
     let embed: Option<context::docs::Embed> = ws.semantic.available().then_some(&embed);
     context::docs::research(&ws.repo, &ws.config, &ProjectContext::load(ws.repo.root()), query, embed)
 }

@@ -75,3 +75,21 @@ fn the_model_script_picks_the_wheel_of_each_platform() {
         assert!(!ok && out.is_empty() && err.contains(&format!("{os} {arch}")), "{os} {arch}: {err}");
     }
 }
+
+/// `model.sh --with` installs only the candidates it knows, and says which when given another
+/// (before it downloads anything).
+#[test]
+fn the_model_script_names_the_models_it_can_add() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/model.sh");
+    let cache = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .args(["--with", "bge-small-en-v1.5"])
+        .env("CODE_INTEL_MODEL_CACHE", cache.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(err.contains("all-mpnet-base-v2") && err.contains("nomic-embed-text-v1.5"), "{err}");
+    assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0, "nothing is fetched");
+}

@@ -56,8 +56,47 @@ pub fn bundled_runtime() -> Option<PathBuf> {
     model_cache().map(|cache| cache.join(RUNTIME_FILE)).filter(|lib| lib.is_file())
 }
 
+/// What a model wants written before a text, by the text's role: some models (nomic-embed-text)
+/// were trained with `search_query: ` before a question and `search_document: ` before what
+/// answers it. Read from the model directory's optional `prefixes.json`
+/// (`{"query": "…", "document": "…"}`); without it, none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prefixes {
+    #[serde(default)]
+    pub query: String,
+    #[serde(default)]
+    pub document: String,
+}
+
+/// The file in a model directory that holds its [`Prefixes`].
+pub const PREFIXES_FILE: &str = "prefixes.json";
+
+impl Prefixes {
+    /// The prefixes of the model in `dir`: none when it has no `prefixes.json`; an error naming
+    /// the file when it cannot be read or parsed.
+    pub fn load(dir: &Path) -> Result<Prefixes, Error> {
+        let path = dir.join(PREFIXES_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| Error::ModelMissing(format!("{}: not a prefixes file ({e})", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Prefixes::default()),
+            Err(e) => Err(Error::ModelMissing(format!("{}: {e}", path.display()))),
+        }
+    }
+}
+
+/// `texts` with `prefix` written before each, borrowed as they are when there is none.
+fn with_prefix<'a, S: AsRef<str>>(prefix: &str, texts: &'a [S]) -> Vec<std::borrow::Cow<'a, str>> {
+    texts
+        .iter()
+        .map(|t| if prefix.is_empty() { t.as_ref().into() } else { format!("{prefix}{}", t.as_ref()).into() })
+        .collect()
+}
+
 pub struct Embedder {
     model: Mutex<TextEmbedding>,
+    prefixes: Prefixes,
     /// Queries waiting for the model: batch work lets them go first.
     queries_waiting: AtomicUsize,
     pub dimension: usize,
@@ -97,6 +136,7 @@ impl Embedder {
         let read = |name: &str| {
             std::fs::read(dir.join(name)).map_err(|e| Error::ModelMissing(format!("{}: {e}", dir.join(name).display())))
         };
+        let prefixes = Prefixes::load(dir)?;
         let tokenizer_files = TokenizerFiles {
             tokenizer_file: read("tokenizer.json")?,
             config_file: read("config.json")?,
@@ -122,15 +162,18 @@ impl Embedder {
                 )));
             }
         };
-        let mut embedder = Embedder { model: Mutex::new(model), queries_waiting: AtomicUsize::new(0), dimension: 0 };
+        let mut embedder =
+            Embedder { model: Mutex::new(model), prefixes, queries_waiting: AtomicUsize::new(0), dimension: 0 };
         embedder.dimension = embedder.embed(&["dimension probe"])?.first().map_or(0, Vec::len);
         Ok(embedder)
     }
 
-    /// Unit-length vectors for `texts`, in order: batch work (a sync). It takes the model
-    /// `BATCH` texts at a time and steps aside while a query waits, so a search made during a
-    /// sync is not held up behind a whole slice.
+    /// Unit-length vectors for `texts`, in order, as texts to be found (the model's document
+    /// prefix before each): batch work (a sync). It takes the model `BATCH` texts at a time and
+    /// steps aside while a query waits, so a search made during a sync is not held up behind a
+    /// whole slice.
     pub fn embed<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, Error> {
+        let texts = with_prefix(&self.prefixes.document, texts);
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
             while self.queries_waiting.load(Ordering::SeqCst) > 0 {
@@ -142,12 +185,14 @@ impl Embedder {
         Ok(out)
     }
 
-    /// Unit-length vectors for a few texts (a search's query), ahead of any batch work.
+    /// Unit-length vectors for a few texts that search (a query; the model's query prefix
+    /// before each), ahead of any batch work.
     pub fn embed_now<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, Error> {
+        let texts = with_prefix(&self.prefixes.query, texts);
         self.queries_waiting.fetch_add(1, Ordering::SeqCst);
         let _waiting = Waiting(&self.queries_waiting);
         let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
-        model.embed(texts, Some(BATCH)).map_err(|e| Error::Embedding(e.to_string()))
+        model.embed(&texts, Some(BATCH)).map_err(|e| Error::Embedding(e.to_string()))
     }
 }
 
@@ -156,4 +201,41 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
     let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
     dot / (norm(a) * norm(b)).max(f32::EPSILON)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_without_a_prefixes_file_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Prefixes::load(dir.path()).unwrap(), Prefixes::default());
+    }
+
+    #[test]
+    fn prefixes_are_read_from_the_model_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(PREFIXES_FILE),
+            r#"{"query": "search_query: ", "document": "search_document: "}"#,
+        )
+        .unwrap();
+        let prefixes = Prefixes::load(dir.path()).unwrap();
+        assert_eq!(prefixes.query, "search_query: ");
+        assert_eq!(prefixes.document, "search_document: ");
+        let texts = ["def loads(s)"];
+        assert_eq!(with_prefix(&prefixes.document, &texts), ["search_document: def loads(s)"]);
+        assert_eq!(with_prefix("", &texts), ["def loads(s)"]);
+    }
+
+    #[test]
+    fn a_broken_prefixes_file_is_an_error_that_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in ["{\"query\": 3}", "not json", "{\"queries\": \"x\"}"] {
+            std::fs::write(dir.path().join(PREFIXES_FILE), bad).unwrap();
+            let err = Prefixes::load(dir.path()).unwrap_err().to_string();
+            assert!(err.contains(PREFIXES_FILE) && err.contains("not a prefixes file"), "{bad}: {err}");
+        }
+    }
 }

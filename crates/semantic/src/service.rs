@@ -360,8 +360,9 @@ impl Semantic {
         Ok(out)
     }
 
-    /// Vectors for `texts`, in order: those seen before from memory, the rest embedded now (as
-    /// batch work, which lets a waiting query go first). Loads the model on first use.
+    /// Vectors for `texts`, in order, as texts to be found (the model's document prefix before
+    /// each): those seen before from memory, the rest embedded now (as batch work, which lets a
+    /// waiting query go first). Loads the model on first use.
     pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
         let loaded = self.loaded()?;
         let keys: Vec<super::cache::Key> = texts.iter().map(|t| super::cache::key_of(t)).collect();
@@ -381,6 +382,8 @@ impl Semantic {
         Ok(keys.iter().map(|k| known.get(k).cloned().unwrap_or_default()).collect())
     }
 
+    /// The vector of a text that searches (a query: the model's query prefix before it), ahead
+    /// of any batch work.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, Error> {
         let loaded = self.loaded()?;
         loaded.embedder.embed_now(&[text])?.into_iter().next().ok_or_else(|| Error::Embedding("no vector".into()))
@@ -478,8 +481,8 @@ fn map_vectors(loaded: &Loaded, entries: &[Stored], budget: Duration) -> Result<
     Ok((index, pending))
 }
 
-/// Identifies a model by its files' sizes and the head of its weights (cheap, and changes
-/// when the model does).
+/// Identifies a model by its files' sizes, the head of its weights and its prefixes (cheap, and
+/// changes when the model does).
 fn model_fingerprint(dir: &Path) -> [u8; 32] {
     let mut hasher = blake3::Hasher::new();
     for name in ["model.onnx", "tokenizer.json", "config.json"] {
@@ -487,6 +490,10 @@ fn model_fingerprint(dir: &Path) -> [u8; 32] {
         let size = std::fs::metadata(&path).map_or(0, |m| m.len());
         hasher.update(name.as_bytes());
         hasher.update(&size.to_le_bytes());
+    }
+    // The prefixes change every vector the model gives.
+    if let Ok(prefixes) = std::fs::read(dir.join(super::embed::PREFIXES_FILE)) {
+        hasher.update(&prefixes);
     }
     if let Ok(mut f) = std::fs::File::open(dir.join("model.onnx")) {
         use std::io::Read;
@@ -496,4 +503,22 @@ fn model_fingerprint(dir: &Path) -> [u8; 32] {
         }
     }
     *hasher.finalize().as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_given_prefixes_is_another_model() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("model.onnx"), b"weights").unwrap();
+        let plain = model_fingerprint(dir.path());
+        let path = dir.path().join(super::super::embed::PREFIXES_FILE);
+        std::fs::write(&path, r#"{"query": "search_query: "}"#).unwrap();
+        let prefixed = model_fingerprint(dir.path());
+        std::fs::write(&path, r#"{"query": "query: "}"#).unwrap();
+        assert_ne!(plain, prefixed);
+        assert_ne!(prefixed, model_fingerprint(dir.path()));
+    }
 }
