@@ -190,18 +190,7 @@ pub fn run_one(dir: &Path, model: &str) {
 
 /// A chunk as a hit, for ranking measures (the scores are not looked at).
 fn hit(c: &Chunk) -> ForestHit {
-    ForestHit {
-        chunk_id: c.id.clone(),
-        file: c.file.clone(),
-        start_line: c.start_line,
-        end_line: c.end_line,
-        symbol: c.symbol.clone(),
-        kind: c.kind.clone(),
-        score: 0.0,
-        dense_score: None,
-        lexical_score: None,
-        snippet: String::new(),
-    }
+    ForestHit::of(c, (0.0, None, None))
 }
 
 /// Reciprocal rank fusion (k = 60) of two rankings of chunk positions.

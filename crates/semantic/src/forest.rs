@@ -136,7 +136,25 @@ pub struct ForestHit {
 }
 
 /// A fused ranking entry: fused score, dense score, lexical score.
-type Fused = (f32, Option<f32>, Option<f32>);
+pub type Fused = (f32, Option<f32>, Option<f32>);
+
+impl ForestHit {
+    /// `chunk` as a hit with these scores, its snippet cut from its text.
+    pub fn of(c: &Chunk, (score, dense_score, lexical_score): Fused) -> ForestHit {
+        ForestHit {
+            chunk_id: c.id.clone(),
+            file: c.file.clone(),
+            start_line: c.start_line,
+            end_line: c.end_line,
+            symbol: c.symbol.clone(),
+            kind: c.kind.clone(),
+            score,
+            dense_score,
+            lexical_score,
+            snippet: snippet(&c.text),
+        }
+    }
+}
 
 /// How the dense and the lexical rankings are merged into one (`search_fusion` in the config).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -345,21 +363,7 @@ impl Forest {
         });
         ranked
             .into_iter()
-            .filter_map(|(id, (score, dense_score, lexical_score))| {
-                let c = &self.chunks.get(&id)?.chunk;
-                Some(ForestHit {
-                    chunk_id: c.id.clone(),
-                    file: c.file.clone(),
-                    start_line: c.start_line,
-                    end_line: c.end_line,
-                    symbol: c.symbol.clone(),
-                    kind: c.kind.clone(),
-                    score,
-                    dense_score,
-                    lexical_score,
-                    snippet: snippet(&c.text),
-                })
-            })
+            .filter_map(|(id, scores)| Some(ForestHit::of(&self.chunks.get(&id)?.chunk, scores)))
             .take(n)
             .collect()
     }
