@@ -126,7 +126,10 @@ def build(gguf_path, out_dir):
         h = g.layer_norm(out, f"{p}.layer_output_norm", eps)
 
     os.makedirs(out_dir, exist_ok=True)
-    save(g, h, ("input_ids", "attention_mask"), hidden, "nomic_bert", os.path.join(out_dir, "model.onnx"))
+    # Written aside and renamed, so a conversion killed midway leaves no half model.onnx.
+    model_path = os.path.join(out_dir, "model.onnx")
+    save(g, h, ("input_ids", "attention_mask"), hidden, "nomic_bert", model_path + ".tmp")
+    os.replace(model_path + ".tmp", model_path)
     with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(wordpiece_vocab(tokens, types)) + "\n")
     config = {
