@@ -1,6 +1,8 @@
 //! `find_references`: syntax-aware references from the index — identifier occurrences that are
 //! code (not comments or strings) and not the definition's own name, each with the function or
-//! class it sits in.
+//! class it sits in. An answer is sized for an agent to read: a page of references (50 unless
+//! `limit` says otherwise, code before tests), the total, and `callers`, the definitions all the
+//! references sit in, most uses first.
 
 use code_intel_workflow::contract::catalogue as msg;
 use schemars::JsonSchema;
@@ -25,6 +27,9 @@ pub struct FindReferencesParams {
     /// Skip this many references (from a previous `next_offset`).
     #[arg(long)]
     pub offset: Option<usize>,
+    /// At most this many references in this answer (default 50, at most 500).
+    #[arg(long)]
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -47,14 +52,32 @@ pub struct Reference {
     pub language: String,
 }
 
+/// A definition that uses the symbol (or a file's top-level code, when `enclosing` is null), and
+/// how many times.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Caller {
+    pub file: String,
+    pub enclosing: Option<Enclosing>,
+    pub uses: usize,
+    /// Whether the file is a test.
+    pub test: bool,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct FindReferencesOutput {
     pub symbol: String,
-    /// Sorted by file and position.
+    /// This page of the references: code before tests, each part in file and position order
+    /// (so a definition's uses sit together).
     pub references: Vec<Reference>,
+    /// How many references there are in all (every page).
     pub total: usize,
     /// How many files reference the symbol.
     pub files: usize,
+    /// Where all the references are, by enclosing definition: code before tests, most uses
+    /// first; at most 20, `callers_total` counts them all.
+    pub callers: Vec<Caller>,
+    pub callers_total: usize,
+    /// Call again with this `offset` for the next page.
     pub next_offset: Option<usize>,
     pub truncated: bool,
     pub truncation_warning: Option<String>,
@@ -63,6 +86,15 @@ pub struct FindReferencesOutput {
     pub fast_path: Option<FastPathNote>,
 }
 
+/// References in an answer when the call gives no `limit`: what an agent reads at once.
+pub const DEFAULT_LIMIT: usize = 50;
+/// The most references one answer holds, whatever the `limit`.
+pub const MAX_LIMIT: usize = 500;
+/// The most bytes of references one answer holds (a page of long lines stops earlier).
+pub const PAGE_BYTES: usize = 48 * 1024;
+/// Callers listed in an answer.
+pub const MAX_CALLERS: usize = 20;
+
 pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResult<FindReferencesOutput> {
     let Some(symbol) = given(&params.symbol) else {
         return Err(ws.tool_error(&msg::NO_SYMBOL, &[]).into());
@@ -70,6 +102,7 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
     let prefix = ws.scope_prefix(params.path.as_deref())?;
     let language = ws.language_filter(params.language.as_deref())?;
     let offset = params.offset.unwrap_or(0);
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let lookup = Lookup::Words { words: vec![symbol.to_owned()], ignore_case: false };
     ws.with_index_for(&lookup, |index, report| {
         let hits = uses(index, symbol, |rel, lang| under(rel, &prefix) && language.is_none_or(|l| l == lang));
@@ -79,6 +112,16 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
             f.dedup();
             f.len()
         };
+        let test_files: std::collections::HashSet<u32> = hits
+            .chunk_by(|a, b| a.file == b.file)
+            .filter_map(|run| run.first().map(|u| u.file))
+            .filter(|&f| index.meta(f).is_some_and(|m| super::impact::category(m.rel) == "test"))
+            .collect();
+        let is_test = |file: u32| test_files.contains(&file);
+        // Code first, then tests; each part keeps path and position order.
+        let (code, tests): (Vec<NameUse>, Vec<NameUse>) = hits.into_iter().partition(|u| !is_test(u.file));
+        let hits: Vec<NameUse> = code.into_iter().chain(tests).collect();
+        let (callers, callers_total) = callers(index, &hits, &is_test);
         // Only the page's enclosing definitions are read, each in place; its source lines are
         // read a batch at a time, the batch's files in parallel.
         let rest = hits.get(offset..).unwrap_or_default();
@@ -86,28 +129,24 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
             let texts = source_lines(ws, index, batch);
             batch.iter().zip(texts).filter_map(|(u, text)| {
                 let meta = index.meta(u.file)?;
-                let enclosing = u.enclosing.and_then(|si| index.symbol((u.file, si))).map(|(_, s)| Enclosing {
-                    name: s.name,
-                    kind: s.kind.name().to_owned(),
-                    line: s.line,
-                    scope: s.scope,
-                });
                 Some(Reference {
                     file: meta.rel.to_owned(),
                     line: u.line,
                     column: u.column,
                     text,
-                    enclosing,
+                    enclosing: enclosing(index, u.file, u.enclosing),
                     language: meta.lang.name().to_owned(),
                 })
             })
         });
-        let page = take_page(refs, offset, usize::MAX, MAX_RESPONSE_BYTES);
+        let page = take_page(refs, offset, limit, PAGE_BYTES.min(MAX_RESPONSE_BYTES));
         Ok(FindReferencesOutput {
             symbol: symbol.to_owned(),
             references: page.items,
             total,
             files,
+            callers,
+            callers_total,
             next_offset: page.next_offset,
             truncated: page.truncated,
             truncation_warning: page.truncated.then(|| ws.truncation_warning()),
@@ -115,6 +154,38 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
             fast_path: ws.fast_path_note(report),
         })
     })
+}
+
+/// The enclosing definition `si` of file `file`, read in place.
+fn enclosing(index: &SymbolIndex, file: u32, si: Option<u32>) -> Option<Enclosing> {
+    si.and_then(|si| index.symbol((file, si))).map(|(_, s)| Enclosing {
+        name: s.name,
+        kind: s.kind.name().to_owned(),
+        line: s.line,
+        scope: s.scope,
+    })
+}
+
+/// The definitions `hits` sit in, with their counts: code before tests, most uses first, then
+/// path and position; the first [`MAX_CALLERS`] read from the index, and how many there are.
+fn callers(index: &SymbolIndex, hits: &[NameUse], is_test: &dyn Fn(u32) -> bool) -> (Vec<Caller>, usize) {
+    let mut counts: std::collections::HashMap<(u32, Option<u32>), usize> = std::collections::HashMap::new();
+    for u in hits {
+        *counts.entry((u.file, u.enclosing)).or_default() += 1;
+    }
+    let mut ranked: Vec<((u32, Option<u32>), usize, bool)> =
+        counts.into_iter().map(|(key, n)| (key, n, is_test(key.0))).collect();
+    ranked.sort_by_key(|&((file, si), n, test)| (test, std::cmp::Reverse(n), file, si));
+    let total = ranked.len();
+    let listed = ranked
+        .into_iter()
+        .take(MAX_CALLERS)
+        .filter_map(|((file, si), uses, test)| {
+            let meta = index.meta(file)?;
+            Some(Caller { file: meta.rel.to_owned(), enclosing: enclosing(index, file, si), uses, test })
+        })
+        .collect();
+    (listed, total)
 }
 
 /// Every use of `name` in files accepted by `keep`, in path and position order: one posting

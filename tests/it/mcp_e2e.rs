@@ -569,3 +569,71 @@ async fn an_unknown_file_type_names_the_known_ones() {
     assert!(message.contains("no-such-type") && message.contains("rust, py"), "{message}");
     client.cancel().await.unwrap();
 }
+
+/// A common name's references come a page at a time, sized for an agent: 50 unless `limit`
+/// says otherwise (at most 500), code before tests, the total always given, and `callers` naming
+/// the definitions that use it most. Paging through visits every reference once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn references_of_a_common_name_come_in_pages_an_agent_can_read() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    // 3 code files: `busy` calls tick 40 times, each of `f0..f19` once; a test file calls it 200 times.
+    std::fs::write(root.join("src/aa_clock.py"), "def tick():\n    return 1\n").unwrap();
+    let mut busy = String::from("def busy():\n");
+    busy.push_str(&"    tick()\n".repeat(40));
+    std::fs::write(root.join("src/busy.py"), busy).unwrap();
+    let few: String = (0..20).map(|i| format!("def f{i}():\n    return tick()\n\n")).collect();
+    std::fs::write(root.join("src/few.py"), few).unwrap();
+    let mut test = String::from("def test_ticks():\n");
+    test.push_str(&"    tick()\n".repeat(200));
+    std::fs::create_dir_all(root.join("tests")).unwrap();
+    // Sorted first by path, but a test file: its references come after the code's.
+    std::fs::write(root.join("tests/a_test_clock.py"), test).unwrap();
+
+    let client = connect(root).await;
+    let first = ok(call(&client, "find_references", json!({"symbol": "tick"})).await);
+    assert_eq!(first["total"], 260, "{first}");
+    let page = first["references"].as_array().unwrap();
+    assert_eq!(page.len(), 50, "the default page");
+    assert_eq!(first["next_offset"], 50);
+    assert!(page.iter().all(|r| !r["file"].as_str().unwrap().starts_with("tests/")), "code first");
+    // Callers: busy (40 uses) first, then the one-use functions; the test last; all counted.
+    let callers = first["callers"].as_array().unwrap();
+    assert_eq!(first["callers_total"], 22);
+    assert_eq!(callers.len(), 20);
+    assert_eq!((callers[0]["enclosing"]["name"].as_str(), callers[0]["uses"].as_u64()), (Some("busy"), Some(40)));
+    assert!(callers[1..].iter().all(|c| c["uses"] == 1 && c["test"] == false), "{callers:?}");
+    let listed: usize = callers.iter().map(|c| c["uses"].as_u64().unwrap() as usize).sum();
+    assert!(listed < 260, "the test caller is beyond the first 20");
+    assert!(first.to_string().len() < 48 * 1024 + 8 * 1024, "an answer an agent can read");
+
+    // Paging with a larger limit visits every reference once, tests at the end.
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    loop {
+        let r = ok(call(&client, "find_references", json!({"symbol": "tick", "offset": offset, "limit": 120})).await);
+        assert_eq!(r["total"], 260);
+        let refs = r["references"].as_array().unwrap();
+        assert!(refs.len() <= 120);
+        seen.extend(refs.iter().map(|x| (x["file"].as_str().unwrap().to_owned(), x["line"].as_u64().unwrap())));
+        match r["next_offset"].as_u64() {
+            Some(next) => offset = next as usize,
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 260);
+    let unique: std::collections::BTreeSet<_> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), 260, "no reference twice");
+    let first_test = seen.iter().position(|(f, _)| f.starts_with("tests/")).unwrap();
+    assert_eq!(first_test, 60, "every code reference before the first test one");
+    // A limit above the cap is held to 500 and the page to 48 KB of references: this one stops
+    // at the byte cap and says where to go on.
+    let r = ok(call(&client, "find_references", json!({"symbol": "tick", "limit": 100000})).await);
+    let n = r["references"].as_array().unwrap().len();
+    assert!(n > 120 && n < 260, "{n}");
+    assert_eq!(r["next_offset"].as_u64(), Some(n as u64));
+    assert!(serde_json::to_string(&r["references"]).unwrap().len() <= 48 * 1024);
+    let r = ok(call(&client, "find_references", json!({"symbol": "tick", "limit": 0})).await);
+    assert_eq!(r["references"].as_array().unwrap().len(), 1);
+    client.cancel().await.unwrap();
+}
