@@ -112,6 +112,10 @@ pub enum Command {
         /// Only the symbol index: leave the Forest as it is.
         #[arg(long)]
         symbols_only: bool,
+        /// Only fold the symbol index's overlay into its base, if it has grown enough and no
+        /// other process is doing it (what a lookup starts, detached).
+        #[arg(long, hide = true)]
+        background_compaction: bool,
     },
     /// Semantic search: the Map of past successes first, then the Forest of code chunks.
     #[command(name = "semantic-search", visible_alias = "semantic_search")]
@@ -388,7 +392,14 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             }
             0
         }
-        Command::Index { rebuild, symbols_only } => index(ws, rebuild, symbols_only, json),
+        Command::Index { background_compaction: true, .. } => match ws.compact_if_due() {
+            Ok(_) => 0,
+            Err(e) => {
+                eprintln!("error: could not compact the symbol index: {e}");
+                1
+            }
+        },
+        Command::Index { rebuild, symbols_only, .. } => index(ws, rebuild, symbols_only, json),
         Command::Forest(action) => forest(ws, action, json),
         Command::Share(ShareCommand::Pull { remote }) => {
             print_report(crate::share::pull(ws.repo.root(), &remote), json)

@@ -73,7 +73,12 @@ fn main() -> ExitCode {
         quiet_sigpipe();
     }
     let ws = match Workspace::open(&start, serving) {
-        Ok(ws) => ws,
+        Ok(mut ws) => {
+            if let Ok(exe) = std::env::current_exe() {
+                ws.compact_with(exe);
+            }
+            ws
+        }
         // Outside a repository there is no session to guard: an agent's hook lets the tool run
         // (the pre-commit hook is only ever run by git, inside one).
         Err(_) if matches!(cli.command, Command::Hook(_)) => return ExitCode::SUCCESS,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use code_intel_codebase::config::Config;
 use code_intel_codebase::index::refresh::{self, Lookup, RefreshReport};
-use code_intel_codebase::index::{SymbolIndex, store};
+use code_intel_codebase::index::{SymbolIndex, compact, store};
 use code_intel_codebase::repo::Repo;
 use code_intel_codebase::watch::TreeWatcher;
 use code_intel_workflow::contract::{Contract, ContractMessage};
@@ -21,6 +21,10 @@ pub struct Workspace {
     pub contract: Contract,
     index: Arc<SharedIndex>,
     watch: bool,
+    /// A one-shot command's way to fold a grown overlay into the base without waiting for it:
+    /// this program, started detached (`index --background-compaction`). None: not at all (a
+    /// library user; `index` still compacts).
+    compactor: Option<std::path::PathBuf>,
     /// Semantic search: the model, the Forest and the Map's vectors.
     pub semantic: std::sync::Arc<code_intel_semantic::service::Semantic>,
 }
@@ -46,6 +50,8 @@ struct IndexState {
     generation: u64,
     /// A background thread is building the index from nothing.
     building: bool,
+    /// A background thread is folding the overlay into the base.
+    compacting: bool,
 }
 
 impl Workspace {
@@ -59,7 +65,7 @@ impl Workspace {
             tracing::warn!("{warning}");
         }
         let semantic = std::sync::Arc::new(code_intel_semantic::service::Semantic::new(repo.root(), &config));
-        Ok(Workspace { repo, config, contract, index: Arc::default(), watch, semantic })
+        Ok(Workspace { repo, config, contract, index: Arc::default(), watch, compactor: None, semantic })
     }
 
     /// The `{error, message}` of `tool_errors.query.<key>`.
@@ -70,6 +76,12 @@ impl Workspace {
     /// The project's test, build and lint commands: declared in the config, else detected.
     pub fn verify_commands(&self) -> code_intel_codebase::verify::VerifyCommands {
         code_intel_codebase::verify::commands(self.repo.root(), &self.config.verify_commands)
+    }
+
+    /// Lets a one-shot command start `exe` detached to compact the index when its overlay has
+    /// grown (the command itself does not wait for it).
+    pub fn compact_with(&mut self, exe: std::path::PathBuf) {
+        self.compactor = Some(exe);
     }
 
     /// True in the server: a missing index is built in the background.
@@ -148,6 +160,9 @@ impl Workspace {
         }
         let empty = SymbolIndex::default();
         let answer = f(state.index.as_ref().unwrap_or(&empty), &state.report);
+        if state.report.compaction_due {
+            self.start_compaction(&mut state);
+        }
         if !state.index.as_ref().is_some_and(SymbolIndex::is_corrupt) {
             if let Some(index) = state.index.as_mut() {
                 index.trim(DECODED_CACHE_BYTES);
@@ -191,6 +206,64 @@ impl Workspace {
 }
 
 impl Workspace {
+    /// Folds the overlay into the base without making anyone wait: in the server, on a thread
+    /// that swaps the compacted index in only if no refresh changed the index meanwhile (else
+    /// a later one tries again); in a one-shot command, in a detached process of its own.
+    fn start_compaction(&self, state: &mut IndexState) {
+        state.report.compaction_due = false;
+        let root = self.repo.root().to_path_buf();
+        if !self.watch {
+            if let Some(exe) = &self.compactor {
+                spawn_detached(exe, &root, &["index", "--symbols-only", "--background-compaction"]);
+            }
+            return;
+        }
+        if std::mem::replace(&mut state.compacting, true) {
+            return;
+        }
+        let Some(expected) = state.index.as_ref().map(SymbolIndex::checksum) else {
+            state.compacting = false;
+            return;
+        };
+        let shared = Arc::clone(&self.index);
+        let spawned = std::thread::Builder::new().name("index-compaction".into()).spawn(move || {
+            let aside = code_intel_codebase::index::compact::Lock::take(&root).and_then(|lock| {
+                let snapshot = store::load(&root).filter(|i| i.checksum() == expected)?;
+                let aside = compact::write_aside(&root, &snapshot);
+                Some((lock, aside))
+            });
+            let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            match aside {
+                Some((_lock, Ok(aside))) if state.index.as_ref().map(SymbolIndex::checksum) == Some(expected) => {
+                    match compact::install(&root, &aside, expected) {
+                        Ok(index) => state.index = Some(index),
+                        Err(e) => tracing::warn!("could not install the compacted index: {e}"),
+                    }
+                }
+                Some((_lock, Ok(aside))) => {
+                    // A refresh moved the index on meanwhile: this base is already behind.
+                    let _ = std::fs::remove_file(aside);
+                }
+                Some((_, Err(e))) => tracing::warn!("could not compact the index: {e}"),
+                None => {}
+            }
+            state.compacting = false;
+        });
+        if let Err(e) = spawned {
+            tracing::warn!("could not start compacting the index: {e}");
+            state.compacting = false;
+        }
+    }
+
+    /// `git code-intel index --background-compaction`: folds the stored overlay into the base
+    /// when it is due, unless another process is doing it.
+    pub fn compact_if_due(&self) -> std::io::Result<bool> {
+        let root = self.repo.root();
+        let Some(_lock) = compact::Lock::take(root) else { return Ok(false) };
+        let Some(index) = store::load(root).filter(compact::due) else { return Ok(false) };
+        compact::compact(root, &index).map(|_| true)
+    }
+
     /// Refreshes the symbol index and returns its generation, which moves whenever a refresh
     /// changed it: the Forest's cue that files changed. While the index is being built in the
     /// background it does not wait: the generation moves when the build is installed.
@@ -221,7 +294,8 @@ impl Workspace {
         } else {
             state.index.take().or_else(|| store::load(self.repo.root())).unwrap_or_default()
         };
-        self.refresh_into(&mut state, previous, rebuild);
+        // Stored as one base: `index` also folds any overlay in.
+        self.refresh_into(&mut state, previous, true);
         let index = state.index.as_ref();
         IndexStats {
             files: index.map_or(0, SymbolIndex::file_count),
@@ -243,6 +317,24 @@ impl Workspace {
         }
         state.index = Some(index);
         state.report = report;
+    }
+}
+
+/// Starts `exe args…` in `dir`, detached (its own process group, no terminal, not waited for).
+fn spawn_detached(exe: &Path, dir: &Path, args: &[&str]) {
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    match command.spawn() {
+        // Not waited for: it outlives this command.
+        Ok(child) => drop(child),
+        Err(e) => tracing::debug!("could not start {}: {e}", exe.display()),
     }
 }
 

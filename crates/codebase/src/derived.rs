@@ -46,24 +46,66 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], magic: &[u8; 8]) -> Option<T> {
 
 /// Writes `value` to `path` atomically.
 pub fn write<T: Serialize + ?Sized>(path: &Path, magic: &[u8; 8], value: &T) -> std::io::Result<()> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = path.with_file_name(format!("{name}.tmp.{}", std::process::id()));
-    let written = write_to(&tmp, magic, value);
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    std::fs::rename(&tmp, path)
+    write_atomically(path, |file| {
+        let mut out = BufWriter::with_capacity(1 << 20, Checksummed { inner: file, hasher: blake3::Hasher::new() });
+        out.write_all(magic)?;
+        let mut out = postcard::to_io(value, out).map_err(std::io::Error::other)?;
+        out.flush()?;
+        let Checksummed { inner, hasher } = out.into_inner().map_err(|e| e.into_error())?;
+        inner.write_all(hasher.finalize().as_bytes())
+    })
 }
 
-fn write_to<T: Serialize + ?Sized>(path: &Path, magic: &[u8; 8], value: &T) -> std::io::Result<()> {
-    let file = std::fs::File::create(path)?;
-    let mut out = BufWriter::with_capacity(1 << 20, Checksummed { inner: file, hasher: blake3::Hasher::new() });
-    out.write_all(magic)?;
-    let mut out = postcard::to_io(value, out).map_err(std::io::Error::other)?;
-    out.flush()?;
-    let Checksummed { mut inner, hasher } = out.into_inner().map_err(|e| e.into_error())?;
-    inner.write_all(hasher.finalize().as_bytes())
+/// Writes `path` through `write` into a temporary file beside it (named after this process,
+/// see [`remove_orphans`]), renamed into place once complete: a reader sees the old file or the
+/// new one, never a part. On an error the temporary file is removed and the old file stays.
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let tmp = write_aside(path, write)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Like [`write_atomically`], without the rename: returns the complete temporary file, for a
+/// caller that puts it in place later (or removes it).
+pub fn write_aside(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<std::path::PathBuf> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = path.with_file_name(format!("{name}.tmp.{}", std::process::id()));
+    let written = std::fs::File::create(&tmp).and_then(|mut file| write(&mut file));
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Removes the temporary files of [`write_atomically`] in `dir` that a killed process left
+/// behind (their process is gone); a live process's are left alone.
+pub fn remove_orphans(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.rsplit_once(".tmp.")).and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !process_alive(pid) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// True while process `pid` runs (on Linux; elsewhere assumed alive).
+pub fn process_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") { Path::new(&format!("/proc/{pid}")).exists() } else { true }
 }
 
 /// Passes bytes through to `inner`, hashing them on the way.

@@ -11,6 +11,8 @@
 //!            (postcard: imports and flags)
 //! files      one fixed 88-byte record per file, sorted by path
 //! strings    the files' paths
+//! extra      an overlay's description (the base it applies to, removed and touched files);
+//!            empty in a base
 //! fst        name -> offset of its posting list
 //! ```
 //!
@@ -78,7 +80,7 @@ pub struct Header {
     pub blobs: (u64, u64),
     pub files_off: u64,
     pub strings: (u64, u64),
-    pub stamp: (u64, u64),
+    pub extra: (u64, u64),
     pub fst: (u64, u64),
 }
 
@@ -95,8 +97,8 @@ impl Header {
             self.files_off,
             self.strings.0,
             self.strings.1,
-            self.stamp.0,
-            self.stamp.1,
+            self.extra.0,
+            self.extra.1,
             self.fst.0,
             self.fst.1,
         ]
@@ -111,7 +113,7 @@ impl Header {
             blobs: (f[5], f[6]),
             files_off: f[7],
             strings: (f[8], f[9]),
-            stamp: (f[10], f[11]),
+            extra: (f[10], f[11]),
             fst: (f[12], f[13]),
         }
     }
@@ -215,8 +217,8 @@ impl Opened {
         (crc32fast::hash(bytes) == record.blob.2).then_some(bytes)
     }
 
-    pub fn stamp(&self) -> &[u8] {
-        let (off, len) = self.header.stamp;
+    pub fn extra(&self) -> &[u8] {
+        let (off, len) = self.header.extra;
         &self.bytes()[off as usize..(off + len) as usize]
     }
 
@@ -314,12 +316,12 @@ pub fn open(backing: Backing) -> Option<Opened> {
     let within = |(off, n): (u64, u64)| off.checked_add(n).is_some_and(|end| end <= len) && off >= HEADER_LEN as u64;
     let files_len = header.n_files.checked_mul(RECORD_LEN as u64)?;
     if header.total_len != len
-        || ![header.postings, header.blobs, (header.files_off, files_len), header.strings, header.stamp, header.fst]
+        || ![header.postings, header.blobs, (header.files_off, files_len), header.strings, header.extra, header.fst]
             .into_iter()
             .all(within)
         || header.files_off > header.strings.0
-        || header.strings.0 > header.stamp.0
-        || header.stamp.0 > header.fst.0
+        || header.strings.0 > header.extra.0
+        || header.extra.0 > header.fst.0
     {
         return None;
     }
@@ -363,11 +365,24 @@ type Pairs = Vec<(u32, u32)>;
 /// (file id, range of the file's occurrences) of a new file's uses of one name.
 type NewUses = Vec<(u32, Range<u32>)>;
 
-/// A file of the index being written: one kept from the previous index (its blob is copied as
-/// it is), or one parsed now.
+/// A file of the index being written: one kept from a previous index (`from`: its position in
+/// `write`'s `previous`; its blob is copied as it is), or one parsed now.
 pub enum Source<'a> {
-    Kept { record: Record, rel: &'a str },
+    Kept { record: Record, rel: &'a str, from: usize },
     New { rel: &'a str, size: u64, mtime_ns: i64, hash: [u8; 32], lang: Lang, syntax: &'a FileSyntax },
+}
+
+/// An index whose files the one being written keeps: `new_ids` maps its file ids to the new
+/// index's (None: not kept).
+pub struct Previous<'a> {
+    pub opened: &'a Opened,
+    pub new_ids: &'a [Option<u32>],
+}
+
+impl Previous<'_> {
+    fn new_id(&self, file: u32) -> Option<u32> {
+        self.new_ids.get(file as usize).copied().flatten()
+    }
 }
 
 impl Source<'_> {
@@ -379,14 +394,14 @@ impl Source<'_> {
 }
 
 /// Writes an index of `files` (sorted by path, unique) to `out`. Posting lists of kept files
-/// come from `previous` (whose file ids `old_ids` maps to the new ones); new files' names are
-/// gathered from their syntax. Nothing of a kept file is decoded.
+/// come from the `previous` indexes they are kept from (the base and an overlay, merged key by
+/// key); new files' names are gathered from their syntax. Nothing of a kept file is decoded.
+/// `extra` is stored in the checksummed tables (an overlay's description; empty for a base).
 pub fn write<W: Write + Seek>(
     out: &mut W,
     files: &[Source],
-    previous: Option<&Opened>,
-    old_ids: &[Option<u32>],
-    stamp: &[u8],
+    previous: &[Previous],
+    extra: &[u8],
 ) -> std::io::Result<()> {
     let started = std::time::Instant::now();
     let mut position = HEADER_LEN as u64;
@@ -455,7 +470,6 @@ pub fn write<W: Write + Seek>(
         *position += 4 + buf.len() as u64;
         fst.insert(key, offset).map_err(std::io::Error::other)
     };
-    let new_id = |file: u32| old_ids.get(file as usize).copied().flatten();
     let mut fresh_iter = fresh.into_iter().peekable();
     let (mut defs, mut uses) = (Vec::new(), Vec::new());
     let emit_fresh = |(d, u): (Pairs, NewUses), defs: &mut Pairs, uses: &mut Vec<NameUse>| {
@@ -464,10 +478,10 @@ pub fn write<W: Write + Seek>(
             expand(pair, uses);
         }
     };
-    if let Some(prev) = previous {
+    {
         use fst::Streamer;
-        let mut stream = prev.fst.stream();
-        while let Some((key, offset)) = stream.next() {
+        let mut union = previous.iter().fold(fst::map::OpBuilder::new(), |op, p| op.add(p.opened.fst.stream())).union();
+        while let Some((key, values)) = union.next() {
             // New names that sort before this one.
             while let Some((k, _)) = fresh_iter.peek()
                 && k.as_bytes() < key
@@ -480,9 +494,13 @@ pub fn write<W: Write + Seek>(
             }
             defs.clear();
             uses.clear();
-            let list = prev.postings(offset).ok_or_else(|| std::io::Error::other("corrupt posting list"))?;
-            defs.extend(list.defs().filter_map(|(f, i)| new_id(f).map(|n| (n, i))));
-            uses.extend(list.uses().filter_map(|u| new_id(u.file).map(|file| NameUse { file, ..u })));
+            for value in values {
+                let Some(prev) = previous.get(value.index) else { continue };
+                let list =
+                    prev.opened.postings(value.value).ok_or_else(|| std::io::Error::other("corrupt posting list"))?;
+                defs.extend(list.defs().filter_map(|(f, i)| prev.new_id(f).map(|n| (n, i))));
+                uses.extend(list.uses().filter_map(|u| prev.new_id(u.file).map(|file| NameUse { file, ..u })));
+            }
             if let Some((k, _)) = fresh_iter.peek()
                 && k.as_bytes() == key
                 && let Some((_, lists)) = fresh_iter.next()
@@ -526,9 +544,10 @@ pub fn write<W: Write + Seek>(
         strings.extend_from_slice(f.rel().as_bytes());
         let at = position - blobs_off;
         let record = match f {
-            Source::Kept { record, .. } => {
-                let prev = previous.ok_or_else(|| std::io::Error::other("a kept file without a previous index"))?;
-                let blob = prev.blob(record).ok_or_else(|| std::io::Error::other("corrupt blob"))?;
+            Source::Kept { record, from, .. } => {
+                let prev =
+                    previous.get(*from).ok_or_else(|| std::io::Error::other("a kept file without a previous index"))?;
+                let blob = prev.opened.blob(record).ok_or_else(|| std::io::Error::other("corrupt blob"))?;
                 n_symbols += u64::from(record.symbols);
                 out.write_all(blob)?;
                 position += blob.len() as u64;
@@ -556,15 +575,15 @@ pub fn write<W: Write + Seek>(
     tracing::debug!("index write: blobs {} MB, {:?} since start", blobs.1 >> 20, started.elapsed());
 
     // The checksummed tables.
-    let mut tables = Vec::with_capacity(records.len() * RECORD_LEN + strings.len() + stamp.len());
+    let mut tables = Vec::with_capacity(records.len() * RECORD_LEN + strings.len() + extra.len());
     for r in &records {
         r.encode(&mut tables);
     }
     let files_off = position;
     let strings_off = files_off + tables.len() as u64;
     tables.extend_from_slice(&strings);
-    let stamp_off = files_off + tables.len() as u64;
-    tables.extend_from_slice(stamp);
+    let extra_off = files_off + tables.len() as u64;
+    tables.extend_from_slice(extra);
     let fst_off = files_off + tables.len() as u64;
     let fst = fst.into_inner().map_err(std::io::Error::other)?;
     tables.extend_from_slice(&fst);
@@ -577,7 +596,7 @@ pub fn write<W: Write + Seek>(
         blobs,
         files_off,
         strings: (strings_off, strings.len() as u64),
-        stamp: (stamp_off, stamp.len() as u64),
+        extra: (extra_off, extra.len() as u64),
         fst: (fst_off, fst.len() as u64),
     };
     let fields = header.encode();

@@ -12,8 +12,8 @@ use rayon::prelude::*;
 use std::ops::Not;
 use std::path::Path;
 
-use super::format::{self, Source};
-use super::{FileMeta, IndexedFile, SymbolIndex, store};
+use super::format::{self, Previous, Source};
+use super::{FileMeta, IndexedFile, OverlayMeta, Part, SymbolIndex, store};
 use crate::config::Config;
 use crate::lang::Lang;
 use crate::repo::Repo;
@@ -33,6 +33,9 @@ pub struct RefreshReport {
     pub dirs: Vec<std::path::PathBuf>,
     /// Set when the answer came from [`refresh_subset`] (no index yet), not from the index.
     pub fast_path: Option<FastPath>,
+    /// The overlay has grown past its threshold: fold it into the base
+    /// ([`super::compact`]), in the background.
+    pub compaction_due: bool,
 }
 
 /// What a lookup needs from the index. Before the index exists, a lookup that names what it
@@ -65,18 +68,34 @@ pub struct FastPath {
 const PROGRESS_THRESHOLD: usize = 500;
 
 enum Outcome {
+    /// Unchanged: the live file with this id.
     Keep(u32),
+    /// The live file with this id, its content unchanged and its time moved.
     Touch(u32, i64),
+    /// The base's file with this id: the content is the base's again (an edit undone, a branch
+    /// switched back), at this time.
+    Restore(u32, i64),
     New(Box<IndexedFile>),
     Binary(String),
     Unreadable,
 }
 
-/// Brings `previous` up to date with the work tree. When something changed (or `write`), the
-/// new index is stored (kept files' blobs and posting lists are copied, not decoded) and mapped;
-/// otherwise `previous` comes back as it was. Either way the walk stamp is stored, so a one-shot
-/// command can later tell the index is fresh without walking ([`is_fresh`]).
-pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, write: bool) -> (SymbolIndex, RefreshReport) {
+/// Where a file of the refreshed index comes from: the base's or the overlay's file `id`, whose
+/// record (with its time brought up to date) is copied, or a file parsed now.
+enum Place<'a> {
+    Base { id: u32, record: format::Record, rel: &'a str },
+    Overlay { id: u32, record: format::Record, rel: &'a str },
+    New(&'a IndexedFile),
+}
+
+/// Brings `previous` up to date with the work tree, re-parsing only files whose content
+/// changed. What changed goes into the overlay (only the changed files are written; the base
+/// is untouched), and a lookup merges the two. With `whole`, the result is stored as one base
+/// instead (compacting any overlay): what `git code-intel index` and a build from nothing do.
+/// When nothing changed (and not `whole`), `previous` comes back as it was. Either way the walk
+/// stamp is stored, so a one-shot command can later tell the index is fresh without walking
+/// ([`is_fresh`]).
+pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool) -> (SymbolIndex, RefreshReport) {
     let started = Instant::now();
     // Made before the walk: creating `.code-intel/` changes the root directory's time, which
     // would make this walk's stamp distrust the root.
@@ -127,7 +146,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, write: bool)
                     return Outcome::Keep(i);
                 }
             }
-            let outcome = index_file(file, *lang, before.map(|i| (i, &old[i as usize])));
+            let outcome = index_file(file, *lang, before.map(|i| (i, &old[i as usize])), &previous);
             if show_progress {
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if n.is_multiple_of(step) {
@@ -141,61 +160,144 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, write: bool)
 
     let mut report = RefreshReport { files: 0, too_large: walk.too_large, dirs: walk.dirs, ..RefreshReport::default() };
     report.too_large.retain(|(rel, _)| Lang::detect(rel.as_ref()).is_some());
-    let mut old_ids: Vec<Option<u32>> = vec![None; old.len()];
-    let mut kept = 0;
-    for (new_id, outcome) in
-        outcomes.iter().filter(|o| matches!(o, Outcome::Keep(_) | Outcome::Touch(..) | Outcome::New(_))).enumerate()
-    {
-        match outcome {
-            Outcome::Keep(i) => {
-                old_ids[*i as usize] = Some(new_id as u32);
-                kept += 1;
+    let (base, overlay) = previous.parts();
+    let mut places: Vec<Place> = Vec::with_capacity(outcomes.len());
+    let mut still_there = 0;
+    for (outcome, (file, _)) in outcomes.iter().zip(&candidates) {
+        let place = match outcome {
+            Outcome::Keep(i) | Outcome::Touch(i, _) => {
+                let mtime_ns = match outcome {
+                    Outcome::Touch(_, mtime_ns) => {
+                        report.changed = true;
+                        *mtime_ns
+                    }
+                    _ => old[*i as usize].mtime_ns,
+                };
+                let Some((part, id, record, rel)) = previous.stored(*i) else { continue };
+                let record = format::Record { mtime_ns, ..record };
+                match part {
+                    Part::Base => Place::Base { id, record, rel },
+                    Part::Overlay => Place::Overlay { id, record, rel },
+                }
             }
-            Outcome::Touch(i, _) => {
-                old_ids[*i as usize] = Some(new_id as u32);
-                kept += 1;
+            Outcome::Restore(id, mtime_ns) => {
                 report.changed = true;
+                let Some((record, rel)) = previous.base_record(*id) else { continue };
+                Place::Base { id: *id, record: format::Record { mtime_ns: *mtime_ns, ..record }, rel }
             }
-            Outcome::New(_) => {
+            Outcome::New(f) => {
                 report.parsed += 1;
                 report.changed = true;
+                Place::New(f)
             }
-            _ => {}
+            Outcome::Binary(rel) => {
+                report.binary.push(rel.clone());
+                continue;
+            }
+            Outcome::Unreadable => continue,
+        };
+        if old_by_path.contains_key(file.rel.as_str()) {
+            still_there += 1;
         }
-        report.files += 1;
+        places.push(place);
     }
-    for outcome in &outcomes {
-        if let Outcome::Binary(rel) = outcome {
-            report.binary.push(rel.clone());
-        }
-    }
+    report.files = places.len();
     drop(old_by_path);
-    report.removed = old.len() - kept;
+    report.removed = old.len() - still_there;
     if report.removed > 0 {
         report.changed = true;
     }
-    let index = if report.changed || write {
-        let records = previous.opened().map(|o| o.records.as_slice()).unwrap_or(&[]);
-        let files: Vec<Source> = outcomes
+    let overlay_len = overlay.map_or(0, |o| o.opened.records.len());
+    let one_base = match base {
+        None => report.changed || whole,
+        Some(_) => whole && (report.changed || overlay.is_some()),
+    };
+    let index = if one_base {
+        // One base: every file kept from the base or the overlay, or parsed now.
+        let mut base_ids = vec![None; base.map_or(0, |b| b.records.len())];
+        let mut overlay_ids = vec![None; overlay_len];
+        let files: Vec<Source> = places
             .iter()
-            .filter_map(|outcome| match outcome {
-                Outcome::Keep(i) => Some(Source::Kept { record: records[*i as usize], rel: old[*i as usize].rel }),
-                Outcome::Touch(i, mtime_ns) => Some(Source::Kept {
-                    record: format::Record { mtime_ns: *mtime_ns, ..records[*i as usize] },
-                    rel: old[*i as usize].rel,
-                }),
-                Outcome::New(f) => Some(f.as_source()),
-                _ => None,
+            .enumerate()
+            .map(|(new_id, place)| match place {
+                Place::Base { id, record, rel } => {
+                    base_ids[*id as usize] = Some(new_id as u32);
+                    Source::Kept { record: *record, rel, from: 0 }
+                }
+                Place::Overlay { id, record, rel } => {
+                    overlay_ids[*id as usize] = Some(new_id as u32);
+                    Source::Kept { record: *record, rel, from: 1 }
+                }
+                Place::New(f) => f.as_source(),
             })
             .collect();
-        let index = store::save(repo.root(), &files, &previous, &old_ids);
+        let mut parts = Vec::new();
+        if let Some(b) = base {
+            parts.push(Previous { opened: b, new_ids: &base_ids });
+            if let Some(o) = overlay {
+                parts.push(Previous { opened: &o.opened, new_ids: &overlay_ids });
+            }
+        }
+        let index = store::save(repo.root(), &files, &parts);
         drop(files);
         drop(old);
+        drop(previous);
         index
+    } else if let (true, Some(b)) = (report.changed, base) {
+        // An overlay on the base: the files not stored as they are in the base, what the base
+        // lost, and the base files only touched.
+        let mut overlay_ids = vec![None; overlay_len];
+        let mut in_base = vec![false; b.records.len()];
+        let mut meta = OverlayMeta { base: super::opened_checksum(b), ..OverlayMeta::default() };
+        let mut files: Vec<Source> = Vec::new();
+        for place in &places {
+            match place {
+                Place::Base { id, record, rel } => {
+                    in_base[*id as usize] = true;
+                    if b.records[*id as usize].mtime_ns != record.mtime_ns {
+                        meta.touched.push(((*rel).to_owned(), record.mtime_ns));
+                    }
+                }
+                Place::Overlay { id, record, rel } => {
+                    overlay_ids[*id as usize] = Some(files.len() as u32);
+                    files.push(Source::Kept { record: *record, rel, from: 0 });
+                }
+                Place::New(f) => files.push(f.as_source()),
+            }
+        }
+        // A base file neither kept nor replaced by the overlay is gone.
+        meta.removed = b
+            .records
+            .iter()
+            .zip(&in_base)
+            .filter(|(_, kept)| !**kept)
+            .map(|(r, _)| b.rel(r))
+            .filter(|rel| files.binary_search_by(|f| f.rel().cmp(rel)).is_err())
+            .map(str::to_owned)
+            .collect();
+        let mut parts = Vec::new();
+        if let Some(o) = overlay {
+            parts.push(Previous { opened: &o.opened, new_ids: &overlay_ids });
+        }
+        // The overlay is written while the files borrow from the previous index; then the
+        // base's mapping moves to the new one.
+        let written = store::write_overlay(repo.root(), &files, &parts, &meta);
+        drop(files);
+        drop(places);
+        drop(old);
+        match (written, previous.into_base()) {
+            (Ok(overlay), Some(base)) => SymbolIndex::with_overlay(base, overlay),
+            (Err(e), _) => {
+                tracing::warn!("could not write the index overlay: {e}");
+                SymbolIndex::needs_rebuild()
+            }
+            (_, None) => SymbolIndex::needs_rebuild(),
+        }
     } else {
         drop(old);
         previous
     };
+    report.compaction_due = super::compact::due(&index);
     store::save_stamp(repo.root(), &stamp(repo.root(), &report, &index, walk_started));
     if show_progress {
         eprintln!("code-intel: symbol index ready ({} files)", report.files);
@@ -368,7 +470,7 @@ pub fn refresh_subset(repo: &Repo, config: &Config, lookup: &Lookup) -> (SymbolI
     (SymbolIndex::from_files(files), report)
 }
 
-fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &FileMeta)>) -> Outcome {
+fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &FileMeta)>, previous: &SymbolIndex) -> Outcome {
     let Ok(bytes) = std::fs::read(&file.abs) else { return Outcome::Unreadable };
     if walk::looks_binary(&bytes) {
         return Outcome::Binary(file.rel.clone());
@@ -379,6 +481,14 @@ fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &FileMeta)>) -> O
         && o.lang == lang
     {
         return Outcome::Touch(i, file.mtime_ns);
+    }
+    // The base's own version (behind the overlay's, or removed): nothing to parse.
+    if let Some((id, base)) = previous.base_meta(&file.rel)
+        && base.hash == hash
+        && base.lang == lang
+        && base.size == bytes.len() as u64
+    {
+        return Outcome::Restore(id, file.mtime_ns);
     }
     Outcome::New(Box::new(IndexedFile {
         rel: file.rel.clone(),

@@ -1,21 +1,24 @@
-//! Where the symbol index lives: `.code-intel/index/symbols.idx` (the layout is in
-//! [`super::format`]), mapped into memory rather than read, and `walk.stamp`, what a one-shot
-//! command checks to know the index is fresh without walking the tree.
+//! Where the symbol index lives: `.code-intel/index/symbols.idx`, the base (the layout is in
+//! [`super::format`]), and `overlay.idx`, the files changed since the base was written, both
+//! mapped into memory rather than read; and `walk.stamp`, what a one-shot command checks to know
+//! the index is fresh without walking the tree.
 //!
-//! Both are written to a temporary file and renamed into place, so a killed process never leaves
-//! a half-written file; neither is fsynced (derived data: a torn file fails its checks and is
-//! rebuilt).
+//! Every file is written to a temporary file and renamed into place, so a killed process never
+//! leaves a half-written file; none is fsynced (derived data: a torn file fails its checks and is
+//! rebuilt). An overlay names the base it applies to by checksum, so a base replaced under it
+//! (by a compaction, or another process) makes it ignored, never misread.
 
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::SymbolIndex;
-use super::format::{self, Backing, Source};
+use super::format::{self, Backing, Previous, Source};
+use super::{Overlay, OverlayMeta, SymbolIndex};
 
 pub const INDEX_DIR: &str = ".code-intel/index";
 const INDEX_FILE: &str = "symbols.idx";
+const OVERLAY_FILE: &str = "overlay.idx";
 /// The index format before it was mapped (postcard, read whole): removed when found.
 const OLD_INDEX_FILE: &str = "symbols.bin";
 const STAMP_FILE: &str = "walk.stamp";
@@ -29,77 +32,125 @@ pub fn index_path(repo_root: &Path) -> PathBuf {
     index_dir(repo_root).join(INDEX_FILE)
 }
 
-/// Maps the stored index, or None when there is none or it fails a check.
-pub fn load(repo_root: &Path) -> Option<SymbolIndex> {
-    let path = index_path(repo_root);
-    let file = std::fs::File::open(&path).ok()?;
+pub fn overlay_path(repo_root: &Path) -> PathBuf {
+    index_dir(repo_root).join(OVERLAY_FILE)
+}
+
+/// Maps a stored index file, or None when there is none or it fails a check.
+fn map(path: &Path) -> Option<format::Opened> {
+    let file = std::fs::File::open(path).ok()?;
     // SAFETY: the file is only ever replaced by a rename, never written in place, so the mapped
     // bytes do not change under us; a process that truncated it by hand would get a SIGBUS, as
     // with any mapped file.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-    match SymbolIndex::open(Backing::Mapped(map)) {
-        Some(index) => Some(index),
-        None => {
-            tracing::warn!("{}: corrupt or from another version; rebuilding", path.display());
+    let opened = format::open(Backing::Mapped(map));
+    if opened.is_none() {
+        tracing::warn!("{}: corrupt or from another version; rebuilding", path.display());
+    }
+    opened
+}
+
+/// An overlay's bytes opened, with its description.
+fn overlay_of(opened: format::Opened) -> Option<Overlay> {
+    let meta: OverlayMeta = postcard::from_bytes(opened.extra()).ok()?;
+    Some(Overlay { opened, meta })
+}
+
+/// Maps the stored index: the base, and the overlay when it applies to that base.
+pub fn load(repo_root: &Path) -> Option<SymbolIndex> {
+    let base = map(&index_path(repo_root))?;
+    let overlay = map(&overlay_path(repo_root)).and_then(overlay_of);
+    Some(SymbolIndex::with_overlay(base, overlay))
+}
+
+/// Writes an index of `files` to `path` (atomically) and maps it; when it cannot be stored, it
+/// is built in memory instead, and the error is logged.
+fn write_mapped(path: &Path, files: &[Source], previous: &[Previous], extra: &[u8]) -> Option<format::Opened> {
+    let dir = path.parent().unwrap_or(path);
+    crate::derived::remove_orphans(dir);
+    let written = crate::derived::ensure_ignored_dir(dir).and_then(|()| {
+        crate::derived::write_atomically(path, |file| {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            format::write(&mut out, files, previous, extra)?;
+            out.into_inner().map_err(|e| e.into_error())?;
+            Ok(())
+        })
+    });
+    match written {
+        Ok(()) => {
+            if let Some(opened) = map(path) {
+                return Some(opened);
+            }
+            tracing::warn!("{} just written does not read back; keeping it in memory", path.display());
+        }
+        Err(e) => tracing::warn!("could not save {}: {e}", path.display()),
+    }
+    let mut buffer = std::io::Cursor::new(Vec::new());
+    match format::write(&mut buffer, files, previous, extra) {
+        Ok(()) => format::open(Backing::Owned(buffer.into_inner())),
+        Err(e) => {
+            tracing::warn!("could not build the symbol index: {e}");
             None
         }
     }
 }
 
-/// Writes an index of `files` to disk and maps it. `previous` supplies the kept files' blobs
-/// and posting lists (`old_ids` maps its file ids to the new ones). When the index cannot be
-/// stored, it is built in memory instead, and the error is logged.
-pub fn save(repo_root: &Path, files: &[Source], previous: &SymbolIndex, old_ids: &[Option<u32>]) -> SymbolIndex {
-    let dir = index_dir(repo_root);
-    let path = dir.join(INDEX_FILE);
-    remove_orphans(&dir);
-    let written = crate::derived::ensure_ignored_dir(&dir).and_then(|()| {
-        let tmp = path.with_file_name(format!("{INDEX_FILE}.tmp.{}", std::process::id()));
-        let result = std::fs::File::create(&tmp).and_then(|file| {
-            let mut out = BufWriter::with_capacity(1 << 20, file);
-            format::write(&mut out, files, previous.opened(), old_ids, &[])?;
-            out.into_inner().map_err(|e| e.into_error())?;
-            std::fs::rename(&tmp, &path)
-        });
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+/// Writes a whole index of `files` (no overlay) and maps it. `previous` supplies the kept
+/// files' blobs and posting lists. An overlay left on disk for the replaced base is removed.
+pub fn save(repo_root: &Path, files: &[Source], previous: &[Previous]) -> SymbolIndex {
+    let path = index_path(repo_root);
+    let opened = write_mapped(&path, files, previous, &[]);
+    let _ = std::fs::remove_file(index_dir(repo_root).join(OLD_INDEX_FILE));
+    remove_stale_overlay(repo_root);
+    opened.map(|base| SymbolIndex::with_overlay(base, None)).unwrap_or_default()
+}
+
+/// Writes an overlay of `files` (with `meta`, what the base lost) and maps it. With nothing to
+/// say (no file changed, touched or removed since the base), the overlay file is removed and
+/// there is no overlay. Kept in memory when it cannot be stored; an error when it cannot be
+/// built at all.
+pub fn write_overlay(
+    repo_root: &Path,
+    files: &[Source],
+    previous: &[Previous],
+    meta: &OverlayMeta,
+) -> std::io::Result<Option<Overlay>> {
+    let path = overlay_path(repo_root);
+    if files.is_empty() && meta.removed.is_empty() && meta.touched.is_empty() {
+        if let Err(e) = std::fs::remove_file(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!("could not remove {}: {e}", path.display());
         }
-        result
-    });
-    let _ = std::fs::remove_file(dir.join(OLD_INDEX_FILE));
-    match written {
-        Ok(()) => {
-            if let Some(index) = load(repo_root) {
-                return index;
-            }
-            tracing::warn!("the symbol index just written does not read back; keeping it in memory");
-        }
-        Err(e) => tracing::warn!("could not save the symbol index: {e}"),
+        return Ok(None);
     }
-    let mut buffer = std::io::Cursor::new(Vec::new());
-    match format::write(&mut buffer, files, previous.opened(), old_ids, &[]) {
-        Ok(()) => SymbolIndex::open(Backing::Owned(buffer.into_inner())).unwrap_or_default(),
-        Err(e) => {
-            tracing::warn!("could not build the symbol index: {e}");
-            SymbolIndex::default()
-        }
+    let extra = postcard::to_allocvec(meta).map_err(std::io::Error::other)?;
+    let opened = write_mapped(&path, files, previous, &extra)
+        .ok_or_else(|| std::io::Error::other("the overlay could not be built"))?;
+    overlay_of(opened).map(Some).ok_or_else(|| std::io::Error::other("the overlay's description does not read back"))
+}
+
+/// Removes the overlay file unless it applies to the stored base.
+fn remove_stale_overlay(repo_root: &Path) {
+    let path = overlay_path(repo_root);
+    if !path.exists() {
+        return;
+    }
+    let base = map(&index_path(repo_root)).map(|b| super::opened_checksum(&b));
+    let applies = map(&path).and_then(overlay_of).is_some_and(|o| Some(o.meta.base) == base);
+    if !applies {
+        let _ = std::fs::remove_file(&path);
     }
 }
 
-/// Removes temporary files that a killed process left behind (their process is gone); a live
-/// process's are left alone.
-fn remove_orphans(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.rsplit_once(".tmp.")).and_then(|(_, pid)| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+/// Puts a base written aside ([`crate::derived::write_aside`]) in place of the stored index
+/// (its overlay goes with it) and maps it.
+pub fn install_base(repo_root: &Path, aside: &Path) -> std::io::Result<SymbolIndex> {
+    std::fs::rename(aside, index_path(repo_root)).inspect_err(|_| {
+        let _ = std::fs::remove_file(aside);
+    })?;
+    remove_stale_overlay(repo_root);
+    load(repo_root).ok_or_else(|| std::io::Error::other("the compacted index does not read back"))
 }
 
 /// What the last walk saw, so a one-shot command can tell the index is fresh by looking at
@@ -156,7 +207,7 @@ mod tests {
     fn stored(dir: &Path) -> SymbolIndex {
         let files = sample();
         let sources: Vec<Source> = files.iter().map(IndexedFile::as_source).collect();
-        save(dir, &sources, &SymbolIndex::default(), &[])
+        save(dir, &sources, &[])
     }
 
     #[test]
@@ -220,7 +271,7 @@ mod tests {
         // in place, and when the file is decoded whole.
         let opened = load(dir.path());
         let (blobs, symbols_len) =
-            opened.as_ref().and_then(|i| i.opened()).map(|o| (o.header.blobs, o.records[0].rest)).unwrap();
+            opened.as_ref().and_then(|i| i.parts().0).map(|o| (o.header.blobs, o.records[0].rest)).unwrap();
         drop(opened);
         for at in blobs.0 as usize..blobs.0 as usize + symbols_len as usize {
             let mut flipped = good.clone();
