@@ -15,9 +15,10 @@
 //!   ([`retrieval`]);
 //! - peak RSS on input built to exhaust memory ([`memory`]);
 //! - what a hostile remote costs `share pull` and the first search ([`hostile`]).
+//! - the index that follows edits: the cold build against ctags, lookups after edits ([`overlay`]);
 //!
 //! `code-intel-bench <binary> <corpus> semantic` (or `retrieval`, `git`, `memory`, `scale`, `share`, `hostile`,
-//! `lookups`, `codanna`, `tools`) runs only that part.
+//! `lookups`, `codanna`, `tools`, `cold`, `edits`) runs only that part.
 // A benchmark reports on stdout.
 #![allow(clippy::print_stdout)]
 
@@ -27,6 +28,8 @@ mod codanna;
 mod hostile;
 #[path = "memory.rs"]
 mod memory;
+#[path = "overlay.rs"]
+mod overlay;
 #[path = "retrieval.rs"]
 mod retrieval;
 // Shared with the tests, which use the small set the benchmark does not.
@@ -104,6 +107,8 @@ fn main() {
         Some("hostile-fill") => return hostile::fill(&corpus, Path::new(&args[4])),
         Some("lookups") => return warm_lookups(&corpus),
         Some("codanna") => return codanna::run(&bin, &corpus),
+        Some("cold") => return overlay::cold(&bin, &corpus),
+        Some("edits") => return overlay::edits(&bin, &corpus),
         Some("tools") => return tool_list_bytes(),
         _ => {}
     }
@@ -170,6 +175,8 @@ fn main() {
 
     warm_lookups(&corpus);
 
+    overlay::cold(&bin, &corpus);
+    overlay::edits(&bin, &corpus);
     scale::run(&bin, &corpus);
     codanna::run(&bin, &corpus);
 
@@ -360,7 +367,7 @@ fn git_ops(corpus: &Path) {
 
 /// Parses every indexable file of the corpus and throws the trees away: the part of the index
 /// build no extraction work can remove.
-fn parse_only(corpus: &Path) -> Duration {
+pub(crate) fn parse_only(corpus: &Path) -> Duration {
     use rayon::prelude::*;
     let ws = Workspace::open(corpus, false).unwrap();
     let walked = walk::walk(&ws.repo, &ws.config, ws.repo.root(), &walk::WalkOptions::default()).unwrap();
@@ -369,6 +376,23 @@ fn parse_only(corpus: &Path) -> Duration {
     files.par_iter().for_each(|(f, lang)| {
         if let Ok(bytes) = std::fs::read(&f.abs) {
             drop(syntax::parse(*lang, &bytes));
+        }
+    });
+    t.elapsed()
+}
+
+/// Like [`parse_only`], with the whole extraction (definitions, imports, identifier uses), each
+/// file's result dropped at once: what the extraction costs above the parse, without the
+/// index's memory.
+pub(crate) fn extract_only(corpus: &Path) -> Duration {
+    use rayon::prelude::*;
+    let ws = Workspace::open(corpus, false).unwrap();
+    let walked = walk::walk(&ws.repo, &ws.config, ws.repo.root(), &walk::WalkOptions::default()).unwrap();
+    let files: Vec<_> = walked.files.iter().filter_map(|f| Lang::detect(f.rel.as_ref()).map(|l| (f, l))).collect();
+    let t = Instant::now();
+    files.par_iter().for_each(|(f, lang)| {
+        if let Ok(bytes) = std::fs::read(&f.abs) {
+            drop(syntax::extract(*lang, &bytes));
         }
     });
     t.elapsed()

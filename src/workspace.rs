@@ -131,30 +131,15 @@ impl Workspace {
         if first_use && self.watch {
             state.watcher = TreeWatcher::start();
         }
-        // A one-shot command trusts a stored index whose walk stamp shows nothing changed: one
-        // stat per directory and file, no walk.
-        let fresh = match (&stored, self.watch) {
-            (Some(index), false) => store::load_stamp(self.repo.root())
-                .filter(|stamp| refresh::is_fresh(self.repo.root(), index, stamp))
-                .map(|stamp| RefreshReport {
-                    files: index.file_count(),
-                    too_large: stamp.too_large,
-                    binary: stamp.binary,
-                    ..RefreshReport::default()
-                }),
-            _ => None,
-        };
-        let needs_refresh = fresh.is_none()
-            && (first_use
-                || match &state.watcher {
-                    Some(w) if w.complete() => w.take_dirty(),
-                    _ => true,
-                });
-        if let Some(report) = fresh {
-            state.index = stored;
-            state.report = report;
-            state.generation += 1;
-        } else if needs_refresh {
+        // A refresh checks the walk stamp first (one stat per directory and indexed file): when
+        // nothing changed it returns the stored index as it is, and when something did it looks
+        // only at that.
+        let needs_refresh = first_use
+            || match &state.watcher {
+                Some(w) if w.complete() => w.take_dirty(),
+                _ => true,
+            };
+        if needs_refresh {
             let previous = state.index.take().or(stored).unwrap_or_default();
             self.refresh_into(&mut state, previous, false);
         }

@@ -137,12 +137,17 @@ pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<Searc
     // Files are searched on the walker's threads as they are found; the collector keeps the
     // first `wanted` matches in path order, so pages are stable whatever the thread timing.
     let collector = Mutex::new(Collector::new(wanted));
-    let walked =
-        walk::walk_each(&ws.repo, &ws.config, &start, &WalkOptions { file_type: params.file_type.as_deref() }, |f| {
+    let walked = walk::walk_each(
+        &ws.repo,
+        &ws.config,
+        &start,
+        &WalkOptions { file_type: params.file_type.as_deref(), ..WalkOptions::default() },
+        |f| {
             let result = search_file(&f, &patterns, &matchers, context);
             collector.lock().unwrap_or_else(|p| p.into_inner()).add(result);
-        })
-        .map_err(|e| ws.invalid_argument("file_type", &e.to_string()))?;
+        },
+    )
+    .map_err(|e| ws.invalid_argument("file_type", &e.to_string()))?;
     let Collector { by_file, binary, files_searched, .. } = collector.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut binary = binary;
     binary.sort();

@@ -13,6 +13,7 @@ mod embeddings;
 mod hardening;
 mod hostile_remote;
 mod import_fuzz;
+mod index_overlay;
 mod init;
 mod languages;
 mod manual;

@@ -37,6 +37,8 @@ pub struct Walk {
 pub struct WalkOptions<'a> {
     /// ripgrep file type name (`rust`, `py`, `js`, …).
     pub file_type: Option<&'a str>,
+    /// Descend at most this many levels below the start (1: its entries only).
+    pub max_depth: Option<usize>,
 }
 
 /// Walks `start` (a directory or a single file inside `repo`).
@@ -61,6 +63,7 @@ pub fn walk_each(
 ) -> Result<Walk, Error> {
     let mut builder = WalkBuilder::new(start);
     builder.threads(rayon::current_num_threads().max(1));
+    builder.max_depth(opts.max_depth);
     // A directory below the start that holds `.git` is another repository or work tree (a
     // `git worktree` inside the checkout, a nested clone): not this one's files, as git sees it.
     builder.filter_entry(|e| !is_nested_repository(e));

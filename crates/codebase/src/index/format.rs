@@ -471,6 +471,7 @@ pub fn write<W: Write + Seek>(
         fst.insert(key, offset).map_err(std::io::Error::other)
     };
     let mut fresh_iter = fresh.into_iter().peekable();
+    let mut released_at = 0u64;
     let (mut defs, mut uses) = (Vec::new(), Vec::new());
     let emit_fresh = |(d, u): (Pairs, NewUses), defs: &mut Pairs, uses: &mut Vec<NameUse>| {
         defs.extend(d);
@@ -509,6 +510,7 @@ pub fn write<W: Write + Seek>(
             }
             let key = key.to_vec();
             emit(&key, &mut defs, &mut uses, &mut position)?;
+            release_read_pages(previous, position, &mut released_at);
         }
     }
     for (k, lists) in fresh_iter {
@@ -551,6 +553,7 @@ pub fn write<W: Write + Seek>(
                 n_symbols += u64::from(record.symbols);
                 out.write_all(blob)?;
                 position += blob.len() as u64;
+                release_read_pages(previous, position, &mut released_at);
                 Record { rel, blob: (at, record.blob.1, record.blob.2), ..*record }
             }
             Source::New { size, mtime_ns, hash, lang, syntax, .. } => {
@@ -608,6 +611,20 @@ pub fn write<W: Write + Seek>(
     out.write_all(hasher.finalize().as_bytes())?;
     out.write_all(&fields)?;
     out.flush()
+}
+
+/// Every this many bytes written, the mapped pages read from the previous indexes so far are
+/// dropped from the process (they stay in the page cache): merging segments into a base reads
+/// each once, and would otherwise hold them all in the resident set.
+const RELEASE_EVERY: u64 = 32 << 20;
+
+fn release_read_pages(previous: &[Previous], position: u64, released_at: &mut u64) {
+    if position >= *released_at + RELEASE_EVERY {
+        *released_at = position;
+        for p in previous {
+            p.opened.release_pages();
+        }
+    }
 }
 
 /// How many files' blobs are encoded at once (in parallel) before they are written.

@@ -552,7 +552,7 @@ fn opened_checksum(o: &format::Opened) -> [u8; 32] {
 
 /// Returns freed heap pages to the system (glibc keeps them otherwise, and the process's
 /// resident size would stay at its peak).
-fn release_free_memory() {
+pub(crate) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {

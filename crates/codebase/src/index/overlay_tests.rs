@@ -44,21 +44,21 @@ fn write(root: &Path, rel: &str, text: &str, clock: &mut u64) {
     file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000 + *clock)).unwrap();
 }
 
-/// An index of the tree built from nothing, in memory.
+/// An index of the tree built from nothing, in memory, from a walk of it.
 fn rebuilt(root: &Path) -> SymbolIndex {
+    let repo = Repo::at(root).unwrap();
+    let walked = crate::walk::walk(&repo, &Config::default(), root, &crate::walk::WalkOptions::default()).unwrap();
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(root).unwrap().flatten() {
-        let rel = entry.file_name().to_string_lossy().into_owned();
-        let Some(lang) = Lang::detect(rel.as_ref()) else { continue };
-        let bytes = std::fs::read(entry.path()).unwrap();
-        let meta = entry.metadata().unwrap();
+    for f in walked.files {
+        let Some(lang) = Lang::detect(f.rel.as_ref()) else { continue };
+        let bytes = std::fs::read(&f.abs).unwrap();
         files.push(IndexedFile {
             size: bytes.len() as u64,
-            mtime_ns: crate::walk::mtime_ns(&meta),
+            mtime_ns: f.mtime_ns,
             hash: *blake3::hash(&bytes).as_bytes(),
             lang,
             syntax: crate::syntax::extract(lang, &bytes),
-            rel,
+            rel: f.rel,
         });
     }
     SymbolIndex::from_files(files)
@@ -110,7 +110,7 @@ fn differences(index: &SymbolIndex, expected: &SymbolIndex) -> Vec<String> {
 
 #[test]
 fn overlay_reads_equal_a_rebuild_through_random_edits() {
-    for seed in [1u64, 2, 3] {
+    for seed in [1u64, 2, 3, 4, 5] {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let repo = Repo::at(root).unwrap();
@@ -119,7 +119,8 @@ fn overlay_reads_equal_a_rebuild_through_random_edits() {
         let mut clock = 0;
         let mut present: Vec<String> = Vec::new();
         for i in 0..12 {
-            let rel = format!("f{i:02}.{}", if i % 3 == 0 { "py" } else { "rs" });
+            let rel = format!("d{}/f{i:02}.{}", i % 3, if i % 3 == 0 { "py" } else { "rs" });
+            std::fs::create_dir_all(root.join(format!("d{}", i % 3))).unwrap();
             write(root, &rel, &random_source(&mut rng, rel.ends_with(".py")), &mut clock);
             present.push(rel);
         }
@@ -129,13 +130,20 @@ fn overlay_reads_equal_a_rebuild_through_random_edits() {
             present.iter().map(|rel| (rel.clone(), std::fs::read_to_string(root.join(rel)).unwrap())).collect();
         let mut next = 12;
         for step in 0..60 {
-            match rng.usize(..6) {
+            match rng.usize(..7) {
                 0 | 1 if !present.is_empty() => {
                     let rel = present[rng.usize(..present.len())].clone();
                     write(root, &rel, &random_source(&mut rng, rel.ends_with(".py")), &mut clock);
                 }
                 2 => {
-                    let rel = format!("f{next:02}.{}", if rng.bool() { "py" } else { "rs" });
+                    // Sometimes in a directory of its own, new or nested.
+                    let dir = match rng.usize(..4) {
+                        0 => format!("n{next}"),
+                        1 => format!("d{}/sub{}", rng.usize(..3), rng.usize(..2)),
+                        _ => format!("d{}", rng.usize(..3)),
+                    };
+                    std::fs::create_dir_all(root.join(&dir)).unwrap();
+                    let rel = format!("{dir}/f{next:02}.{}", if rng.bool() { "py" } else { "rs" });
                     next += 1;
                     write(root, &rel, &random_source(&mut rng, rel.ends_with(".py")), &mut clock);
                     present.push(rel);
@@ -143,6 +151,17 @@ fn overlay_reads_equal_a_rebuild_through_random_edits() {
                 3 if present.len() > 2 => {
                     let rel = present.swap_remove(rng.usize(..present.len()));
                     std::fs::remove_file(root.join(rel)).unwrap();
+                }
+                3 => {
+                    // A whole directory goes.
+                    let dir = format!("d{}", rng.usize(..3));
+                    let _ = std::fs::remove_dir_all(root.join(&dir));
+                    present.retain(|rel| !rel.starts_with(&format!("{dir}/")));
+                }
+                6 => {
+                    // An ignore file hides one of them (or, rewritten, shows it again).
+                    let hidden = present.get(rng.usize(..present.len().max(1))).cloned().unwrap_or_default();
+                    write(root, ".ignore", &format!("{hidden}\n"), &mut clock);
                 }
                 4 if !present.is_empty() => {
                     // Touched: same content, new time.
@@ -152,8 +171,12 @@ fn overlay_reads_equal_a_rebuild_through_random_edits() {
                 }
                 _ => {
                     // Restored to the base's content (an edit undone, a file brought back).
-                    let rels: Vec<&String> = base_text.keys().collect();
+                    let mut rels: Vec<&String> = base_text.keys().collect();
+                    rels.sort();
                     let rel = rels[rng.usize(..rels.len())].clone();
+                    if let Some(parent) = root.join(&rel).parent() {
+                        std::fs::create_dir_all(parent).unwrap();
+                    }
                     write(root, &rel, &base_text[&rel], &mut clock);
                     if !present.contains(&rel) {
                         present.push(rel);
@@ -193,7 +216,16 @@ fn an_edit_writes_only_the_overlay_and_undoing_it_costs_nothing() {
     for i in 0..5 {
         write(root, &format!("m{i}.rs"), &format!("fn f{i}() {{ g(); }}\n"), &mut clock);
     }
-    let (index, _) = refresh(&repo, &config, SymbolIndex::default(), true);
+    let (index, report) = refresh(&repo, &config, SymbolIndex::default(), true);
+    // Built from two segments (four files each here), merged into the base, then removed.
+    assert_eq!(report.parsed, 5);
+    let mut left: Vec<String> = std::fs::read_dir(store::index_dir(root))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".gitignore", "symbols.idx", "walk.stamp"]);
+    assert!(differences(&index, &rebuilt(root)).is_empty());
     let base = std::fs::read(store::index_path(root)).unwrap();
     let original = std::fs::read_to_string(root.join("m2.rs")).unwrap();
     write(root, "m2.rs", "fn f2() { h(); }\n", &mut clock);

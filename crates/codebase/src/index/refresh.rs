@@ -76,25 +76,228 @@ enum Outcome {
     /// switched back), at this time.
     Restore(u32, i64),
     New(Box<IndexedFile>),
+    /// Parsed, and stored aside in segment `.0` as its file `.1` ([`Segments`]).
+    Segment(u32, u32),
     Binary(String),
     Unreadable,
 }
 
-/// Where a file of the refreshed index comes from: the base's or the overlay's file `id`, whose
-/// record (with its time brought up to date) is copied, or a file parsed now.
+/// Where a file of the refreshed index comes from: file `id` of a stored index (the base, the
+/// overlay or a segment: its `slot`), whose record (with its time brought up to date) is
+/// copied, or a file parsed now.
 enum Place<'a> {
-    Base { id: u32, record: format::Record, rel: &'a str },
-    Overlay { id: u32, record: format::Record, rel: &'a str },
+    Stored { slot: usize, id: u32, record: format::Record, rel: &'a str },
     New(&'a IndexedFile),
+}
+
+/// The slots of [`Place::Stored`]: the base, the overlay, then segment `k` at `SEGMENT + k`.
+const BASE: usize = 0;
+const OVERLAY: usize = 1;
+const SEGMENT: usize = 2;
+
+/// The stored indexes a refresh can keep files from, by slot.
+fn slots_of<'a>(
+    base: Option<&'a format::Opened>,
+    overlay: Option<&'a super::Overlay>,
+    segments: &'a Segments,
+) -> Vec<Option<&'a format::Opened>> {
+    let mut slots = vec![base, overlay.map(|o| &o.opened)];
+    slots.extend(segments.opened().map(Some));
+    slots
+}
+
+/// The sources of the `places` that `keep` accepts, in order, each kept one pointing at its
+/// slot's position among the slots present; and, per slot, the new ids of its files.
+fn plan<'a>(
+    places: &[Place<'a>],
+    slots: &[Option<&format::Opened>],
+    keep: impl Fn(&Place) -> bool,
+) -> (Vec<Source<'a>>, Vec<Vec<Option<u32>>>) {
+    let position: Vec<usize> = slots
+        .iter()
+        .scan(0, |next, s| {
+            let at = *next;
+            *next += usize::from(s.is_some());
+            Some(at)
+        })
+        .collect();
+    let mut ids: Vec<Vec<Option<u32>>> = slots.iter().map(|s| vec![None; s.map_or(0, |o| o.records.len())]).collect();
+    let mut files = Vec::with_capacity(places.len());
+    for place in places.iter().filter(|p| keep(p)) {
+        match place {
+            Place::Stored { slot, id, record, rel } => {
+                if let Some(new_id) = ids.get_mut(*slot).and_then(|v| v.get_mut(*id as usize)) {
+                    *new_id = Some(files.len() as u32);
+                }
+                files.push(Source::Kept {
+                    record: *record,
+                    rel,
+                    from: position.get(*slot).copied().unwrap_or(usize::MAX),
+                });
+            }
+            Place::New(f) => files.push(f.as_source()),
+        }
+    }
+    (files, ids)
+}
+
+/// The slots present, as `format::write` takes them.
+fn parts_of<'a>(slots: &[Option<&'a format::Opened>], ids: &'a [Vec<Option<u32>>]) -> Vec<Previous<'a>> {
+    slots.iter().zip(ids).filter_map(|(s, new_ids)| Some(Previous { opened: (*s)?, new_ids })).collect()
+}
+
+/// From how many files to parse on, a refresh stores what it parsed aside a segment at a time
+/// (a few in the unit tests, so their builds are merged from segments).
+#[cfg(not(test))]
+const SEGMENT_FILES: usize = 1024;
+#[cfg(test)]
+const SEGMENT_FILES: usize = 4;
+/// How much source a segment holds (a few bytes in the unit tests).
+#[cfg(not(test))]
+const SEGMENT_BYTES: u64 = 16 << 20;
+#[cfg(test)]
+const SEGMENT_BYTES: u64 = 100;
+
+/// Parsed files stored aside, a batch at a time, while a large refresh runs: each an index of
+/// its own (`segment<k>.idx.tmp.<pid>` in the index directory, mapped), merged into the base at
+/// the end and removed when dropped.
+struct Segments {
+    dir: std::path::PathBuf,
+    stored: Vec<(std::path::PathBuf, format::Opened)>,
+}
+
+impl Segments {
+    fn new(root: &Path) -> Segments {
+        Segments { dir: store::index_dir(root), stored: Vec::new() }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.stored.is_empty()
+    }
+
+    fn opened(&self) -> impl Iterator<Item = &format::Opened> {
+        self.stored.iter().map(|(_, o)| o)
+    }
+
+    /// Takes the result of [`write_segment`]: its outcomes then point into the segment it
+    /// stored (numbered after those already taken).
+    fn take(&mut self, (mut outcomes, stored): (Vec<Outcome>, Option<Stored>)) -> Vec<Outcome> {
+        if let Some(stored) = stored {
+            let segment = self.stored.len() as u32;
+            for outcome in &mut outcomes {
+                if let Outcome::Segment(s, _) = outcome {
+                    *s = segment;
+                }
+            }
+            self.stored.push(stored);
+        }
+        outcomes
+    }
+
+    /// File `id` of `segment`: its record and path.
+    fn record(&self, segment: u32, id: u32) -> Option<(format::Record, &str)> {
+        let (_, o) = self.stored.get(segment as usize)?;
+        let r = o.records.get(id as usize)?;
+        Some((*r, o.rel(r)))
+    }
+}
+
+/// A segment on disk and mapped.
+type Stored = (std::path::PathBuf, format::Opened);
+
+/// Stores the files parsed in `outcomes` as a segment (`segment<n>.idx.tmp.<pid>` in `dir`)
+/// and returns the outcomes with those files pointing into it (as [`Segments::take`] numbers
+/// it); when it cannot be stored, they stay in memory.
+fn write_segment(dir: &Path, n: usize, mut outcomes: Vec<Outcome>) -> (Vec<Outcome>, Option<Stored>) {
+    let parsed: Vec<&IndexedFile> =
+        outcomes.iter().filter_map(|o| if let Outcome::New(f) = o { Some(&**f) } else { None }).collect();
+    if parsed.is_empty() {
+        return (outcomes, None);
+    }
+    let sources: Vec<Source> = parsed.iter().map(|f| f.as_source()).collect();
+    let path = dir.join(format!("segment{n}.idx"));
+    let written = crate::derived::ensure_ignored_dir(dir).and_then(|()| {
+        crate::derived::write_aside(&path, |file| {
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            format::write(&mut out, &sources, &[], &[])?;
+            out.into_inner().map_err(|e| e.into_error())?;
+            Ok(())
+        })
+    });
+    drop(sources);
+    drop(parsed);
+    let stored = written.and_then(|aside| {
+        let mapped = std::fs::File::open(&aside)
+            // SAFETY: the segment is this process's own file, written once and never changed.
+            .and_then(|f| unsafe { memmap2::Mmap::map(&f) })
+            .ok()
+            .and_then(|map| format::open(format::Backing::Mapped(map)));
+        match mapped {
+            Some(opened) => Ok((aside, opened)),
+            None => {
+                let _ = std::fs::remove_file(&aside);
+                Err(std::io::Error::other("a segment does not read back"))
+            }
+        }
+    });
+    match stored {
+        Ok(stored) => {
+            let mut id = 0;
+            for outcome in &mut outcomes {
+                if matches!(outcome, Outcome::New(_)) {
+                    *outcome = Outcome::Segment(0, id);
+                    id += 1;
+                }
+            }
+            // The segment's syntax was freed just now: hand that memory back, so the next
+            // segment does not stack on this one's leftovers.
+            super::release_free_memory();
+            (outcomes, Some(stored))
+        }
+        Err(e) => {
+            tracing::warn!("could not store a segment of the index aside ({e}); keeping it in memory");
+            (outcomes, None)
+        }
+    }
+}
+
+/// `candidates` cut into runs of about `bytes` of source each (by the files' sizes).
+fn runs_of(candidates: &[(WalkedFile, Lang)], bytes: u64) -> Vec<&[(WalkedFile, Lang)]> {
+    let mut runs = Vec::new();
+    let (mut start, mut sum) = (0, 0u64);
+    for (i, (f, _)) in candidates.iter().enumerate() {
+        sum += f.size;
+        if sum >= bytes {
+            runs.push(&candidates[start..=i]);
+            (start, sum) = (i + 1, 0);
+        }
+    }
+    if start < candidates.len() {
+        runs.push(&candidates[start..]);
+    }
+    runs
+}
+
+impl Drop for Segments {
+    fn drop(&mut self) {
+        for (path, _) in self.stored.drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// Brings `previous` up to date with the work tree, re-parsing only files whose content
 /// changed. What changed goes into the overlay (only the changed files are written; the base
 /// is untouched), and a lookup merges the two. With `whole`, the result is stored as one base
 /// instead (compacting any overlay): what `git code-intel index` and a build from nothing do.
-/// When nothing changed (and not `whole`), `previous` comes back as it was. Either way the walk
-/// stamp is stored, so a one-shot command can later tell the index is fresh without walking
-/// ([`is_fresh`]).
+/// When nothing changed (and not `whole`), `previous` comes back as it was.
+///
+/// The walk stamp (each directory walked and each ignore file, with its time) tells a refresh
+/// what changed with one `stat` per directory and indexed file, in parallel: when nothing did,
+/// nothing else is done; when files changed or directories gained or lost entries, only those
+/// files and directories are looked at; only a change to an ignore file, the config or a file
+/// passed over walks the tree again. (A global git excludes file is not watched: after
+/// changing it, run `git code-intel index`.)
 pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool) -> (SymbolIndex, RefreshReport) {
     let started = Instant::now();
     // Made before the walk: creating `.code-intel/` changes the root directory's time, which
@@ -103,12 +306,37 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
         tracing::debug!("index directory: {e}");
     }
     let walk_started = std::time::SystemTime::now();
-    let walk = match walk::walk(repo, config, repo.root(), &WalkOptions::default()) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!("symbol index walk failed: {e}");
-            return (previous, RefreshReport::default());
-        }
+    // When the stamp says what changed, only that is looked at; otherwise the tree is walked.
+    let stamp_before = if whole || previous.file_count() == 0 { None } else { store::load_stamp(repo.root()) };
+    let changes = stamp_before.as_ref().and_then(|st| Some((st, changes_since(repo.root(), &previous, st)?)));
+    if let Some((st, c)) = &changes
+        && c.files.is_empty()
+        && c.dirs.is_empty()
+    {
+        // Nothing changed since the stamp: the index is up to date, and the stamp stays.
+        let report = RefreshReport {
+            files: previous.file_count(),
+            too_large: st.too_large.clone(),
+            binary: st.binary.clone(),
+            dirs: st.dirs.iter().map(|(rel, _)| repo.root().join(rel)).collect(),
+            compaction_due: super::compact::due(&previous),
+            ..RefreshReport::default()
+        };
+        return (previous, report);
+    }
+    tracing::debug!("index stamp checked, {:?} since start", started.elapsed());
+    let listed = changes.as_ref().and_then(|(st, c)| tree_from_changes(repo, config, &previous, st, c));
+    // A refresh that walked the tree stamps it anew.
+    let changes = if listed.is_some() { changes } else { None };
+    let walk = match listed {
+        Some(tree) => tree,
+        None => match walk::walk(repo, config, repo.root(), &WalkOptions::default()) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("symbol index walk failed: {e}");
+                return (previous, RefreshReport::default());
+            }
+        },
     };
     let sources = config.source_prefixes(repo.root());
     let candidates: Vec<(WalkedFile, Lang)> = walk
@@ -136,26 +364,61 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
     }
     let done = AtomicUsize::new(0);
     let step = (to_parse / 10).max(1);
-    let outcomes: Vec<Outcome> = candidates
-        .par_iter()
-        .map(|(file, lang)| {
-            let before = old_by_path.get(file.rel.as_str()).copied();
-            if let Some(i) = before {
-                let o = &old[i as usize];
-                if o.size == file.size && o.mtime_ns == file.mtime_ns && o.lang == *lang {
-                    return Outcome::Keep(i);
+    let process = |(file, lang): &(WalkedFile, Lang)| {
+        let before = old_by_path.get(file.rel.as_str()).copied();
+        if let Some(i) = before {
+            let o = &old[i as usize];
+            if o.size == file.size && o.mtime_ns == file.mtime_ns && o.lang == *lang {
+                return Outcome::Keep(i);
+            }
+        }
+        let outcome = index_file(file, *lang, before.map(|i| (i, &old[i as usize])), &previous);
+        if show_progress {
+            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_multiple_of(step) {
+                eprintln!("code-intel: indexed {n}/{to_parse} files");
+            }
+        }
+        outcome
+    };
+    // Many files to parse (a build from nothing, a branch switch): a segment at a time, each
+    // stored aside as soon as it is parsed, so memory holds one segment's syntax, not the
+    // tree's; the segments are merged into the base at the end.
+    let mut segments = Segments::new(repo.root());
+    let outcomes: Vec<Outcome> = if to_parse >= SEGMENT_FILES {
+        // Each run's segment is written while the next run is parsed.
+        let mut all = Vec::with_capacity(candidates.len());
+        let dir = segments.dir.clone();
+        let dir = dir.as_path();
+        let mut lost = false;
+        std::thread::scope(|scope| {
+            let mut writing: Option<std::thread::ScopedJoinHandle<_>> = None;
+            for (n, run) in runs_of(&candidates, SEGMENT_BYTES).into_iter().enumerate() {
+                let outcomes: Vec<Outcome> = run.par_iter().map(process).collect();
+                if let Some(w) = writing.take() {
+                    match w.join() {
+                        Ok(done) => all.extend(segments.take(done)),
+                        Err(_) => lost = true,
+                    }
+                }
+                writing = Some(scope.spawn(move || write_segment(dir, n, outcomes)));
+            }
+            if let Some(w) = writing.take() {
+                match w.join() {
+                    Ok(done) => all.extend(segments.take(done)),
+                    Err(_) => lost = true,
                 }
             }
-            let outcome = index_file(file, *lang, before.map(|i| (i, &old[i as usize])), &previous);
-            if show_progress {
-                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if n.is_multiple_of(step) {
-                    eprintln!("code-intel: indexed {n}/{to_parse} files");
-                }
-            }
-            outcome
-        })
-        .collect();
+        });
+        if lost {
+            // A segment's writer died: parse everything again, in memory.
+            tracing::warn!("storing a segment of the index failed; indexing in memory");
+            all = candidates.par_iter().map(process).collect();
+        }
+        all
+    } else {
+        candidates.par_iter().map(process).collect()
+    };
     tracing::debug!("index parse: {to_parse} files, {:?} since start", started.elapsed());
 
     let mut report = RefreshReport { files: 0, too_large: walk.too_large, dirs: walk.dirs, ..RefreshReport::default() };
@@ -175,20 +438,27 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
                 };
                 let Some((part, id, record, rel)) = previous.stored(*i) else { continue };
                 let record = format::Record { mtime_ns, ..record };
-                match part {
-                    Part::Base => Place::Base { id, record, rel },
-                    Part::Overlay => Place::Overlay { id, record, rel },
-                }
+                let slot = match part {
+                    Part::Base => BASE,
+                    Part::Overlay => OVERLAY,
+                };
+                Place::Stored { slot, id, record, rel }
             }
             Outcome::Restore(id, mtime_ns) => {
                 report.changed = true;
                 let Some((record, rel)) = previous.base_record(*id) else { continue };
-                Place::Base { id: *id, record: format::Record { mtime_ns: *mtime_ns, ..record }, rel }
+                Place::Stored { slot: BASE, id: *id, record: format::Record { mtime_ns: *mtime_ns, ..record }, rel }
             }
             Outcome::New(f) => {
                 report.parsed += 1;
                 report.changed = true;
                 Place::New(f)
+            }
+            Outcome::Segment(segment, id) => {
+                report.parsed += 1;
+                report.changed = true;
+                let Some((record, rel)) = segments.record(*segment, *id) else { continue };
+                Place::Stored { slot: SEGMENT + *segment as usize, id: *id, record, rel }
             }
             Outcome::Binary(rel) => {
                 report.binary.push(rel.clone());
@@ -201,70 +471,52 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
         }
         places.push(place);
     }
+    if let Some((st, _)) = &changes {
+        // Passed over as binary before, and unchanged since (else the tree was walked).
+        report.binary.extend(st.binary.iter().cloned());
+    }
+    report.binary.sort();
+    report.binary.dedup();
     report.files = places.len();
     drop(old_by_path);
     report.removed = old.len() - still_there;
     if report.removed > 0 {
         report.changed = true;
     }
-    let overlay_len = overlay.map_or(0, |o| o.opened.records.len());
     let one_base = match base {
         None => report.changed || whole,
         Some(_) => whole && (report.changed || overlay.is_some()),
-    };
+    } || !segments.is_empty();
     let index = if one_base {
-        // One base: every file kept from the base or the overlay, or parsed now.
-        let mut base_ids = vec![None; base.map_or(0, |b| b.records.len())];
-        let mut overlay_ids = vec![None; overlay_len];
-        let files: Vec<Source> = places
-            .iter()
-            .enumerate()
-            .map(|(new_id, place)| match place {
-                Place::Base { id, record, rel } => {
-                    base_ids[*id as usize] = Some(new_id as u32);
-                    Source::Kept { record: *record, rel, from: 0 }
-                }
-                Place::Overlay { id, record, rel } => {
-                    overlay_ids[*id as usize] = Some(new_id as u32);
-                    Source::Kept { record: *record, rel, from: 1 }
-                }
-                Place::New(f) => f.as_source(),
-            })
-            .collect();
-        let mut parts = Vec::new();
-        if let Some(b) = base {
-            parts.push(Previous { opened: b, new_ids: &base_ids });
-            if let Some(o) = overlay {
-                parts.push(Previous { opened: &o.opened, new_ids: &overlay_ids });
-            }
-        }
+        // One base: every file kept from the base, the overlay or a segment, or parsed now.
+        let slots = slots_of(base, overlay, &segments);
+        let (files, ids) = plan(&places, &slots, |_| true);
+        let parts = parts_of(&slots, &ids);
         let index = store::save(repo.root(), &files, &parts);
         drop(files);
+        drop(parts);
+        drop(places);
+        drop(segments);
         drop(old);
         drop(previous);
         index
     } else if let (true, Some(b)) = (report.changed, base) {
         // An overlay on the base: the files not stored as they are in the base, what the base
         // lost, and the base files only touched.
-        let mut overlay_ids = vec![None; overlay_len];
         let mut in_base = vec![false; b.records.len()];
         let mut meta = OverlayMeta { base: super::opened_checksum(b), ..OverlayMeta::default() };
-        let mut files: Vec<Source> = Vec::new();
         for place in &places {
-            match place {
-                Place::Base { id, record, rel } => {
-                    in_base[*id as usize] = true;
-                    if b.records[*id as usize].mtime_ns != record.mtime_ns {
-                        meta.touched.push(((*rel).to_owned(), record.mtime_ns));
-                    }
+            if let Place::Stored { slot: BASE, id, record, rel } = place {
+                in_base[*id as usize] = true;
+                if b.records[*id as usize].mtime_ns != record.mtime_ns {
+                    meta.touched.push(((*rel).to_owned(), record.mtime_ns));
                 }
-                Place::Overlay { id, record, rel } => {
-                    overlay_ids[*id as usize] = Some(files.len() as u32);
-                    files.push(Source::Kept { record: *record, rel, from: 0 });
-                }
-                Place::New(f) => files.push(f.as_source()),
             }
         }
+        // The base is not a part of the overlay: its files are left where they are.
+        let mut slots = slots_of(base, overlay, &segments);
+        slots[BASE] = None;
+        let (files, ids) = plan(&places, &slots, |p| !matches!(p, Place::Stored { slot: BASE, .. }));
         // A base file neither kept nor replaced by the overlay is gone.
         meta.removed = b
             .records
@@ -275,15 +527,14 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
             .filter(|rel| files.binary_search_by(|f| f.rel().cmp(rel)).is_err())
             .map(str::to_owned)
             .collect();
-        let mut parts = Vec::new();
-        if let Some(o) = overlay {
-            parts.push(Previous { opened: &o.opened, new_ids: &overlay_ids });
-        }
+        let parts = parts_of(&slots, &ids);
         // The overlay is written while the files borrow from the previous index; then the
         // base's mapping moves to the new one.
         let written = store::write_overlay(repo.root(), &files, &parts, &meta);
         drop(files);
+        drop(parts);
         drop(places);
+        drop(segments);
         drop(old);
         match (written, previous.into_base()) {
             (Ok(overlay), Some(base)) => SymbolIndex::with_overlay(base, overlay),
@@ -297,8 +548,14 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
         drop(old);
         previous
     };
+    tracing::debug!("index written, {:?} since start", started.elapsed());
     report.compaction_due = super::compact::due(&index);
-    store::save_stamp(repo.root(), &stamp(repo.root(), &report, &index, walk_started));
+    let new_stamp = match &changes {
+        Some((st, c)) => restamp(repo.root(), st, c, &report, &index, walk_started),
+        None => stamp(repo.root(), &report, &index, walk_started),
+    };
+    tracing::debug!("index restamped, {:?} since start", started.elapsed());
+    store::save_stamp(repo.root(), &new_stamp);
     if show_progress {
         eprintln!("code-intel: symbol index ready ({} files)", report.files);
     }
@@ -313,38 +570,109 @@ const STAMP_SLACK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The walk stamp: each directory walked and the ignore files that rule it, with their times.
 /// A directory changed within [`STAMP_SLACK`] of the walk is recorded as untrusted, so the next
-/// check walks again.
+/// check lists it again.
 fn stamp(
     root: &Path,
     report: &RefreshReport,
     index: &SymbolIndex,
     walk_started: std::time::SystemTime,
 ) -> store::WalkStamp {
-    let dirs = &report.dirs;
     let trusted_before = walk_started.checked_sub(STAMP_SLACK).map_or(i64::MIN, nanos);
-    let mut paths: Vec<(String, i64)> = Vec::with_capacity(dirs.len() * 3 + 2);
-    for dir in dirs {
-        let Ok(rel) = dir.strip_prefix(root) else { continue };
-        let rel = crate::repo::to_slash(rel);
-        let mtime = mtime_of(dir);
-        paths.push((rel.clone(), if mtime >= trusted_before { i64::MIN } else { mtime }));
-        for name in [".gitignore", ".ignore"] {
-            let file = if rel.is_empty() { name.to_owned() } else { format!("{rel}/{name}") };
-            let mtime = mtime_of(&root.join(&file));
-            paths.push((file, mtime));
-        }
+    // One stat per directory and ignore file, on every core.
+    let per_dir: Vec<(Stamped, Vec<Stamped>)> = report
+        .dirs
+        .par_iter()
+        .filter_map(|dir| {
+            let rel = crate::repo::to_slash(dir.strip_prefix(root).ok()?);
+            Some((dir_entry(root, &rel, trusted_before), ignore_files(root, &rel).collect()))
+        })
+        .collect();
+    let mut dirs: Vec<(String, i64)> = Vec::with_capacity(per_dir.len());
+    let mut paths: Vec<(String, i64)> = Vec::with_capacity(per_dir.len() * 2 + 2);
+    for (dir, ignores) in per_dir {
+        dirs.push(dir);
+        paths.extend(ignores);
     }
     let passed_over = report.binary.iter().chain(report.too_large.iter().map(|(rel, _)| rel));
     for file in [".git/info/exclude", crate::config::CONFIG_PATH].into_iter().chain(passed_over.map(String::as_str)) {
         paths.push((file.to_owned(), mtime_of(&root.join(file))));
     }
+    dirs.sort();
+    dirs.dedup();
     paths.sort();
+    paths.dedup();
     store::WalkStamp {
         index_checksum: index.checksum(),
+        dirs,
         paths,
         too_large: report.too_large.clone(),
         binary: report.binary.clone(),
     }
+}
+
+/// The stamp after a refresh that looked only at what changed: the directories it listed (or
+/// found new) stamped again, the others as they were; the ignore files of new directories and
+/// the files newly passed over added.
+fn restamp(
+    root: &Path,
+    old: &store::WalkStamp,
+    changes: &Changes,
+    report: &RefreshReport,
+    index: &SymbolIndex,
+    walk_started: std::time::SystemTime,
+) -> store::WalkStamp {
+    let trusted_before = walk_started.checked_sub(STAMP_SLACK).map_or(i64::MIN, nanos);
+    let before: HashMap<&str, i64> = old.dirs.iter().map(|(rel, t)| (rel.as_str(), *t)).collect();
+    let listed: std::collections::HashSet<&str> = changes.dirs.iter().map(String::as_str).collect();
+    let mut dirs = Vec::with_capacity(report.dirs.len());
+    let mut paths = old.paths.clone();
+    for dir in &report.dirs {
+        let Ok(rel) = dir.strip_prefix(root) else { continue };
+        let rel = crate::repo::to_slash(rel);
+        match before.get(rel.as_str()) {
+            Some(&t) if !listed.contains(rel.as_str()) => dirs.push((rel, t)),
+            Some(_) => dirs.push(dir_entry(root, &rel, trusted_before)),
+            None => {
+                paths.extend(ignore_files(root, &rel));
+                dirs.push(dir_entry(root, &rel, trusted_before));
+            }
+        }
+    }
+    let passed_over = report.binary.iter().chain(report.too_large.iter().map(|(rel, _)| rel));
+    for rel in passed_over {
+        if !old.binary.contains(rel) && !old.too_large.iter().any(|(r, _)| r == rel) {
+            paths.push((rel.clone(), mtime_of(&root.join(rel))));
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    paths.sort();
+    paths.dedup_by(|a, b| a.0 == b.0);
+    store::WalkStamp {
+        index_checksum: index.checksum(),
+        dirs,
+        paths,
+        too_large: report.too_large.clone(),
+        binary: report.binary.clone(),
+    }
+}
+
+/// A path with its modification time, as the stamp keeps it.
+type Stamped = (String, i64);
+
+/// A directory's stamp entry: its time, or `i64::MIN` when it changed too recently to trust.
+fn dir_entry(root: &Path, rel: &str, trusted_before: i64) -> (String, i64) {
+    let mtime = mtime_of(&root.join(rel));
+    (rel.to_owned(), if mtime >= trusted_before { i64::MIN } else { mtime })
+}
+
+/// The ignore files that can rule directory `rel`, with their times.
+fn ignore_files<'a>(root: &'a Path, rel: &'a str) -> impl Iterator<Item = (String, i64)> + 'a {
+    IGNORE_FILES.into_iter().map(move |name| {
+        let file = if rel.is_empty() { name.to_owned() } else { format!("{rel}/{name}") };
+        let mtime = mtime_of(&root.join(&file));
+        (file, mtime)
+    })
 }
 
 fn nanos(t: std::time::SystemTime) -> i64 {
@@ -356,29 +684,150 @@ fn mtime_of(path: &Path) -> i64 {
     std::fs::metadata(path).map_or(-1, |m| walk::mtime_ns(&m))
 }
 
-/// True when nothing the index depends on changed since its stamp: every directory walked and
-/// every ignore file has the time it had, and every indexed file its size and time. One `stat`
-/// each, in parallel; no directory is listed. (A global git excludes file is not watched: after
-/// changing it, run `git code-intel index`.)
-pub fn is_fresh(root: &Path, index: &SymbolIndex, stamp: &store::WalkStamp) -> bool {
-    if stamp.index_checksum != index.checksum() || index.file_count() == 0 {
-        return false;
+/// What changed in the work tree since the stamp was taken, found without listing anything.
+#[derive(Debug, Default)]
+struct Changes {
+    /// Indexed files (live ids) whose size or time moved, or that are gone.
+    files: Vec<u32>,
+    /// Directories (relative) whose time moved: a file was added, removed or renamed in them.
+    dirs: Vec<String>,
+}
+
+/// The changes since `stamp`, with one `stat` per directory, ignore file and indexed file, in
+/// parallel. None when the stamp is for another index, or an ignore file, the config or a file
+/// passed over changed: then only a walk can tell what the index should hold.
+fn changes_since(root: &Path, index: &SymbolIndex, stamp: &store::WalkStamp) -> Option<Changes> {
+    if stamp.index_checksum != index.checksum() {
+        return None;
     }
-    let changed =
-        stamp.paths.par_iter().find_any(|(rel, mtime)| *mtime == i64::MIN || mtime_of(&root.join(rel)) != *mtime);
+    // An ignore file that did not exist is not looked for: creating one changes its directory's
+    // time, and listing that directory notices it ([`tree_from_changes`]).
+    let changed = stamp.paths.par_iter().find_any(|(rel, mtime)| {
+        !(*mtime == -1 && is_ignore_file(rel)) && (*mtime == i64::MIN || mtime_of(&root.join(rel)) != *mtime)
+    });
     if let Some((rel, _)) = changed {
         tracing::debug!("index stamp: '{rel}' changed since the last walk");
-        return false;
+        return None;
     }
+    let dirs: Vec<String> = stamp
+        .dirs
+        .par_iter()
+        .filter(|(rel, mtime)| *mtime == i64::MIN || mtime_of(&root.join(rel)) != *mtime)
+        .map(|(rel, _)| rel.clone())
+        .collect();
     let metas: Vec<FileMeta> = index.metas().collect();
-    let changed = metas.par_iter().find_any(|f| {
-        std::fs::metadata(root.join(f.rel)).is_ok_and(|m| m.len() == f.size && walk::mtime_ns(&m) == f.mtime_ns).not()
-    });
-    if let Some(f) = changed {
-        tracing::debug!("index stamp: '{}' changed since the last walk", f.rel);
-        return false;
+    let files: Vec<u32> = metas
+        .par_iter()
+        .enumerate()
+        .filter(|(_, f)| {
+            std::fs::metadata(root.join(f.rel))
+                .is_ok_and(|m| m.len() == f.size && walk::mtime_ns(&m) == f.mtime_ns)
+                .not()
+        })
+        .map(|(i, _)| i as u32)
+        .collect();
+    if !files.is_empty() || !dirs.is_empty() {
+        tracing::debug!(
+            "index stamp: {} files and {} directories changed since the last walk",
+            files.len(),
+            dirs.len()
+        );
     }
-    true
+    Some(Changes { files, dirs })
+}
+
+/// The names of the ignore files the walk follows.
+const IGNORE_FILES: [&str; 2] = [".gitignore", ".ignore"];
+
+fn is_ignore_file(rel: &str) -> bool {
+    IGNORE_FILES.contains(&rel.rsplit('/').next().unwrap_or(rel))
+}
+
+/// What a refresh needs from the tree when the stamp says what changed: every indexed file (the
+/// unchanged ones as the index has them, the changed ones as they are now), the files new in
+/// the changed directories (each listed alone; a directory new to the stamp is walked whole),
+/// and the directories now walked. Nothing else is listed. None when a changed directory
+/// gained an ignore file: then only a walk can tell.
+fn tree_from_changes(
+    repo: &Repo,
+    config: &Config,
+    index: &SymbolIndex,
+    stamp: &store::WalkStamp,
+    changes: &Changes,
+) -> Option<walk::Walk> {
+    let root = repo.root();
+    let changed: std::collections::HashSet<u32> = changes.files.iter().copied().collect();
+    let mut tree = walk::Walk::default();
+    for (i, f) in index.metas().enumerate() {
+        let abs = root.join(f.rel);
+        let (size, mtime_ns) = if changed.contains(&(i as u32)) {
+            match std::fs::metadata(&abs) {
+                Ok(m) if m.is_file() => (m.len(), walk::mtime_ns(&m)),
+                // Gone (or no longer a file): not in the tree.
+                _ => continue,
+            }
+        } else {
+            (f.size, f.mtime_ns)
+        };
+        if size > config.max_file_size {
+            tree.too_large.push((f.rel.to_owned(), size));
+            continue;
+        }
+        tree.files.push(walk::WalkedFile { abs, rel: f.rel.to_owned(), size, mtime_ns });
+    }
+    let known: std::collections::HashSet<&str> = stamp.dirs.iter().map(|(rel, _)| rel.as_str()).collect();
+    let mut listed: Vec<walk::Walk> = Vec::new();
+    let mut gone: Vec<&str> = Vec::new();
+    for dir in &changes.dirs {
+        let abs = root.join(dir);
+        if !abs.is_dir() {
+            gone.push(dir.as_str());
+            continue;
+        }
+        let appeared = ignore_files(root, dir).filter(|(_, mtime)| *mtime != -1).any(|(rel, _)| {
+            stamp.paths.binary_search_by(|(p, _)| p.as_str().cmp(rel.as_str())).map_or(true, |i| stamp.paths[i].1 == -1)
+        });
+        if appeared {
+            tracing::debug!("index stamp: an ignore file appeared in '{dir}'");
+            return None;
+        }
+        let one_level = WalkOptions { max_depth: Some(1), ..WalkOptions::default() };
+        let Ok(level) = walk::walk(repo, config, &abs, &one_level) else { continue };
+        // A directory the stamp did not know is new: everything under it is.
+        for sub in &level.dirs {
+            let rel = sub.strip_prefix(root).map(crate::repo::to_slash).unwrap_or_default();
+            if sub != &abs && !known.contains(rel.as_str()) {
+                match walk::walk(repo, config, sub, &WalkOptions::default()) {
+                    Ok(w) => listed.push(w),
+                    Err(e) => tracing::debug!("walk of new directory {rel}: {e}"),
+                }
+            }
+        }
+        listed.push(level);
+    }
+    // The stamp's directories, less those gone (and what was under them).
+    let under_gone = |rel: &str| {
+        gone.iter().any(|g| rel == *g || (rel.starts_with(g) && rel.as_bytes().get(g.len()) == Some(&b'/')))
+    };
+    let mut dirs: std::collections::BTreeSet<std::path::PathBuf> = stamp
+        .dirs
+        .iter()
+        .filter(|(rel, _)| gone.is_empty() || !under_gone(rel))
+        .map(|(rel, _)| root.join(rel))
+        .collect();
+    for w in listed {
+        tree.files.extend(w.files);
+        tree.too_large.extend(w.too_large);
+        dirs.extend(w.dirs);
+    }
+    tree.files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+    tree.files.dedup_by(|a, b| a.rel == b.rel);
+    // Files passed over before still are (a change to one walks the tree again).
+    tree.too_large.extend(stamp.too_large.iter().cloned());
+    tree.too_large.sort();
+    tree.too_large.dedup_by(|a, b| a.0 == b.0);
+    tree.dirs = dirs.into_iter().collect();
+    Some(tree)
 }
 
 /// Answers a lookup without the whole index: walks the tree as [`refresh`] does, keeps the

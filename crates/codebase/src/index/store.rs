@@ -22,7 +22,7 @@ const OVERLAY_FILE: &str = "overlay.idx";
 /// The index format before it was mapped (postcard, read whole): removed when found.
 const OLD_INDEX_FILE: &str = "symbols.bin";
 const STAMP_FILE: &str = "walk.stamp";
-const STAMP_MAGIC: &[u8; 8] = b"GCIWLK01";
+const STAMP_MAGIC: &[u8; 8] = b"GCIWLK02";
 
 pub fn index_dir(repo_root: &Path) -> PathBuf {
     repo_root.join(INDEX_DIR)
@@ -159,8 +159,11 @@ pub fn install_base(repo_root: &Path, aside: &Path) -> std::io::Result<SymbolInd
 pub struct WalkStamp {
     /// The index this stamp vouches for: the blake3 of its header and tables.
     pub index_checksum: [u8; 32],
-    /// Directories the walk entered, the ignore files that rule it, and the source files it
-    /// passed over (repository-relative), with their modification times (-1: absent).
+    /// Directories the walk entered (repository-relative, `""` for the root), with their
+    /// modification times (`i64::MIN`: not trusted, list it again).
+    pub dirs: Vec<(String, i64)>,
+    /// The ignore files that rule the walk, the config, and the source files it passed over,
+    /// with their modification times (-1: absent): when one changes, the tree is walked again.
     pub paths: Vec<(String, i64)>,
     /// What the walk passed over, as a refresh reports it: too large (with sizes), binary.
     pub too_large: Vec<(String, u64)>,

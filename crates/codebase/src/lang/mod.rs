@@ -93,9 +93,12 @@ impl Lang {
     pub fn query(self) -> &'static Query {
         static QUERIES: [OnceLock<Query>; Lang::ALL.len()] = [const { OnceLock::new() }; Lang::ALL.len()];
         QUERIES[self as usize].get_or_init(|| {
+            let started = std::time::Instant::now();
             // The queries ship inside the binary and are checked by the tests.
-            Query::new(&self.grammar(), self.query_source())
-                .unwrap_or_else(|e| panic!("queries/{}.scm is invalid: {e}", self.name()))
+            let query = Query::new(&self.grammar(), self.query_source())
+                .unwrap_or_else(|e| panic!("queries/{}.scm is invalid: {e}", self.name()));
+            tracing::debug!("{} tag query compiled in {:?}", self.name(), started.elapsed());
+            query
         })
     }
 
