@@ -66,7 +66,7 @@ pub fn cold(bin: &Path, corpus: &Path) {
 }
 
 /// Rust files of the corpus, in a fixed order (a crate's `src/lib.rs` each).
-fn rust_files(corpus: &Path, n: usize) -> Vec<PathBuf> {
+pub(crate) fn rust_files(corpus: &Path, n: usize) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus).unwrap().filter_map(Result::ok).map(|e| e.path()).collect();
     dirs.sort();
     dirs.into_iter().map(|d| d.join("src/lib.rs")).filter(|p| p.is_file()).take(n).collect()
