@@ -267,7 +267,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "find_references",
-        description = "Use before changing a symbol, to see every place that uses it in code (not comments, strings or the definition), each with its enclosing function or class. One page holds 50 references (`limit` up to 500), code before tests; `total` counts them all, `callers` lists the definitions that use the symbol most, and `next_offset` gives the next page."
+        description = "Use before changing a symbol, to see every place that uses it in code (not comments, strings or the definition), each with its enclosing function or class. Pages of 50 (`limit`: up to 500), code before tests; `callers` names the definitions using it most."
     )]
     async fn find_references(
         &self,

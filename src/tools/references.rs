@@ -27,7 +27,7 @@ pub struct FindReferencesParams {
     /// Skip this many references (from a previous `next_offset`).
     #[arg(long)]
     pub offset: Option<usize>,
-    /// At most this many references in this answer (default 50, at most 500).
+    /// References per page (default 50, at most 500).
     #[arg(long)]
     pub limit: Option<usize>,
 }
