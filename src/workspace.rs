@@ -212,6 +212,8 @@ impl Workspace {
         };
         let shared = Arc::clone(&self.index);
         let spawned = std::thread::Builder::new().name("index-compaction".into()).spawn(move || {
+            // However this thread ends (a panic included), a later compaction may start.
+            let _done = CompactionDone(Arc::clone(&shared));
             let aside = code_intel_codebase::index::compact::Lock::take(&root).and_then(|lock| {
                 let snapshot = store::load(&root).filter(|i| i.checksum() == expected)?;
                 let aside = compact::write_aside(&root, &snapshot);
@@ -232,7 +234,6 @@ impl Workspace {
                 Some((_, Err(e))) => tracing::warn!("could not compact the index: {e}"),
                 None => {}
             }
-            state.compacting = false;
         });
         if let Err(e) = spawned {
             tracing::warn!("could not start compacting the index: {e}");
@@ -302,6 +303,15 @@ impl Workspace {
         }
         state.index = Some(index);
         state.report = report;
+    }
+}
+
+/// Clears [`IndexState::compacting`] when the compaction thread ends, however it ends.
+struct CompactionDone(Arc<SharedIndex>);
+
+impl Drop for CompactionDone {
+    fn drop(&mut self) {
+        self.0.state.lock().unwrap_or_else(|p| p.into_inner()).compacting = false;
     }
 }
 

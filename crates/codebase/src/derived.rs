@@ -103,9 +103,21 @@ pub fn remove_orphans(dir: &Path) {
     }
 }
 
-/// True while process `pid` runs (on Linux; elsewhere assumed alive).
+/// True while process `pid` runs (elsewhere than on Unix, assumed alive).
 pub fn process_alive(pid: u32) -> bool {
-    if cfg!(target_os = "linux") { Path::new(&format!("/proc/{pid}")).exists() } else { true }
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+        // SAFETY: signal 0 only checks that the process exists and may be signalled.
+        let sent = unsafe { libc::kill(pid, 0) };
+        // EPERM: it exists, under another user.
+        sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
 }
 
 /// Passes bytes through to `inner`, hashing them on the way.

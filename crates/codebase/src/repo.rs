@@ -136,6 +136,25 @@ impl Repo {
         let rel = abs.strip_prefix(&self.root).ok()?;
         Some(to_slash(rel))
     }
+
+    /// The repository's `info/exclude` (the ignore file git keeps outside the tree): under
+    /// `.git/`, or for a linked work tree (whose `.git` is a file naming its git directory)
+    /// under the common directory of the repository it belongs to.
+    pub fn info_exclude(&self) -> PathBuf {
+        let dot_git = self.root.join(".git");
+        let git_dir = match std::fs::read_to_string(&dot_git) {
+            Ok(text) => match text.trim().strip_prefix("gitdir:") {
+                Some(dir) => self.root.join(dir.trim()),
+                None => dot_git,
+            },
+            Err(_) => dot_git,
+        };
+        let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+            Ok(text) => git_dir.join(text.trim()),
+            Err(_) => git_dir,
+        };
+        common.join("info").join("exclude")
+    }
 }
 
 /// Where `path` (absolute) leads: each component that exists is resolved, a symlink (dangling
@@ -192,6 +211,21 @@ pub fn to_slash(rel: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_exclude_of_a_linked_work_tree_is_the_main_repositorys() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("main");
+        std::fs::create_dir_all(main.join(".git/info")).unwrap();
+        std::fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        std::fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let wt = dir.path().join("wt");
+        std::fs::create_dir_all(&wt).unwrap();
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", main.join(".git/worktrees/wt").display())).unwrap();
+        let exclude = Repo::at(&wt).unwrap().info_exclude();
+        assert_eq!(exclude.parent().unwrap().canonicalize().unwrap(), main.join(".git/info").canonicalize().unwrap());
+        assert_eq!(Repo::at(&main).unwrap().info_exclude(), main.join(".git/info/exclude"));
+    }
 
     fn repo() -> (tempfile::TempDir, Repo) {
         let dir = tempfile::tempdir().unwrap();

@@ -31,6 +31,9 @@ pub struct Walk {
     pub too_large: Vec<(String, u64)>,
     /// Every directory the walk entered (absolute), including the start.
     pub dirs: Vec<PathBuf>,
+    /// Directories below the start that hold `.git` (another repository or work tree),
+    /// repository-relative: passed over, with everything under them.
+    pub nested: Vec<String>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -64,9 +67,6 @@ pub fn walk_each(
     let mut builder = WalkBuilder::new(start);
     builder.threads(rayon::current_num_threads().max(1));
     builder.max_depth(opts.max_depth);
-    // A directory below the start that holds `.git` is another repository or work tree (a
-    // `git worktree` inside the checkout, a nested clone): not this one's files, as git sees it.
-    builder.filter_entry(|e| !is_nested_repository(e));
     // Behave like ripgrep run inside the repository: honour .gitignore even before `git init`
     // only when a .git exists (the `ignore` default), skip hidden files.
     let mut overrides = OverrideBuilder::new(repo.root());
@@ -97,7 +97,15 @@ pub fn walk_each(
         Box::new(move |entry| {
             let Ok(entry) = entry else { return WalkState::Continue };
             if entry.file_type().is_some_and(|t| t.is_dir()) {
-                found.lock().unwrap_or_else(|p| p.into_inner()).dirs.push(entry.into_path());
+                let mut found = found.lock().unwrap_or_else(|p| p.into_inner());
+                // A directory below the start that holds `.git` (a `git worktree` inside the
+                // checkout, a nested clone) is another repository's: not this one's files, as
+                // git sees it.
+                if is_nested_repository(&entry) {
+                    found.nested.extend(repo.relative(entry.path()));
+                    return WalkState::Skip;
+                }
+                found.dirs.push(entry.into_path());
                 return WalkState::Continue;
             }
             if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -115,6 +123,7 @@ pub fn walk_each(
     });
     let mut walk = found.into_inner().unwrap_or_else(|p| p.into_inner());
     walk.too_large.sort();
+    walk.nested.sort();
     Ok(walk)
 }
 

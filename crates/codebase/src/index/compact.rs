@@ -80,45 +80,41 @@ pub fn install(repo_root: &Path, aside: &Path, absorbed: [u8; 32]) -> std::io::R
     Ok(index)
 }
 
-/// Held while a compaction runs: `.code-intel/index/compact.lock`, holding the process id.
-/// A lock whose process is gone is taken over.
+/// Held while a compaction runs: an advisory lock (`flock`) on `.code-intel/index/compact.lock`,
+/// which also holds the holder's process id for a person to read. The system releases it when
+/// its process ends, however it ends; the file itself stays.
 pub struct Lock {
-    path: PathBuf,
+    _file: std::fs::File,
 }
 
 impl Lock {
-    /// The lock, or None while another live process holds it.
+    /// The lock, or None while another process (or another thread of this one) holds it.
     pub fn take(repo_root: &Path) -> Option<Lock> {
-        let path = store::index_dir(repo_root).join("compact.lock");
-        for _ in 0..2 {
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut file) => {
-                    use std::io::Write;
-                    let _ = write!(file, "{}", std::process::id());
-                    return Some(Lock { path });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let holder = std::fs::read_to_string(&path).ok().and_then(|t| t.trim().parse::<u32>().ok());
-                    match holder {
-                        Some(pid) if pid == std::process::id() || crate::derived::process_alive(pid) => return None,
-                        // Its process is gone (or it was never completed): take it over.
-                        _ => {
-                            let _ = std::fs::remove_file(&path);
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!("compaction lock: {e}");
-                    return None;
-                }
+        let dir = store::index_dir(repo_root);
+        let opened = crate::derived::ensure_ignored_dir(&dir).and_then(|()| {
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(dir.join(LOCK_FILE))
+        });
+        let mut file = match opened {
+            Ok(file) => file,
+            Err(e) => {
+                tracing::debug!("compaction lock: {e}");
+                return None;
+            }
+        };
+        match file.try_lock() {
+            Ok(()) => {
+                use std::io::{Seek, Write};
+                let _ =
+                    file.set_len(0).and_then(|()| file.rewind()).and_then(|()| write!(file, "{}", std::process::id()));
+                Some(Lock { _file: file })
+            }
+            Err(std::fs::TryLockError::WouldBlock) => None,
+            Err(std::fs::TryLockError::Error(e)) => {
+                tracing::debug!("compaction lock: {e}");
+                None
             }
         }
-        None
     }
 }
 
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
+const LOCK_FILE: &str = "compact.lock";

@@ -248,3 +248,143 @@ fn an_edit_writes_only_the_overlay_and_undoing_it_costs_nothing() {
     assert!(!store::overlay_path(root).exists());
     assert!(differences(&index, &rebuilt(root)).is_empty());
 }
+
+/// Sets every directory's time (the root's included) ten seconds back, so the next stamp
+/// trusts them all and a refresh lists only the directories changed after.
+fn age_dirs(root: &Path) {
+    let old = SystemTime::now() - Duration::from_secs(10);
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(entry.path());
+            }
+        }
+        std::fs::File::open(&dir).unwrap().set_modified(old).unwrap();
+    }
+}
+
+/// A refresh that looks only at what changed keeps the full walk's rules: a directory that
+/// becomes another repository leaves the index (and comes back when it stops being one),
+/// symbolic links are not followed, an ignore file in a directory that was removed and made
+/// again is followed and its edits seen, and `.git/info/exclude` rules.
+#[test]
+fn a_refresh_of_what_changed_keeps_the_walks_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let repo = Repo::at(root).unwrap();
+    let config = Config::default();
+    let mut clock = 0;
+    std::fs::create_dir_all(root.join(".git/info")).unwrap();
+    for (rel, text) in [
+        ("src/a.rs", "fn alpha() { beta(); }\n"),
+        ("lib/b.rs", "fn beta() { gamma(); }\n"),
+        ("vendor/c.rs", "fn gamma() {}\n"),
+        ("other.rs", "fn delta() { alpha(); }\n"),
+    ] {
+        std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+        write(root, rel, text, &mut clock);
+    }
+    let (mut index, _) = refresh(&repo, &config, SymbolIndex::default(), true);
+    age_dirs(root);
+    // `trusted`: the directories are aged before the refresh (every one of them is listed, and
+    // the new ones are stamped as trusted), not after.
+    let step_with = |what: &str, index: SymbolIndex, trusted: bool| -> SymbolIndex {
+        if trusted {
+            age_dirs(root);
+        }
+        let (index, report) = refresh(&repo, &config, index, false);
+        let expected = rebuilt(root);
+        let diff = differences(&index, &expected);
+        assert!(diff.is_empty(), "{what} ({report:?}):\n{}", diff.join("\n"));
+        let diff = differences(&store::load(root).unwrap(), &expected);
+        assert!(diff.is_empty(), "{what}, read back:\n{}", diff.join("\n"));
+        // The stamp taken now trusts the directories: the next step lists only what it changes.
+        if !trusted {
+            age_dirs(root);
+        }
+        index
+    };
+    let step = |what: &str, index: SymbolIndex| step_with(what, index, false);
+    index = step("restamped", index);
+    assert_eq!(index.file_count(), 4);
+
+    std::fs::create_dir(root.join("vendor/.git")).unwrap();
+    index = step("vendor became another repository", index);
+    assert!(index.file("vendor/c.rs").is_none());
+    std::fs::remove_dir(root.join("vendor/.git")).unwrap();
+    index = step("vendor is ours again", index);
+    assert!(index.file("vendor/c.rs").is_some());
+
+    std::fs::remove_file(root.join("lib/b.rs")).unwrap();
+    std::os::unix::fs::symlink(root.join("src/a.rs"), root.join("lib/b.rs")).unwrap();
+    index = step("a file replaced by a link", index);
+    assert!(index.file("lib/b.rs").is_none());
+
+    std::fs::rename(root.join("vendor"), root.join("vendor2")).unwrap();
+    std::os::unix::fs::symlink(root.join("vendor2"), root.join("vendor")).unwrap();
+    index = step("a directory replaced by a link", index);
+    assert!(index.file("vendor/c.rs").is_none());
+    assert!(index.file("vendor2/c.rs").is_some());
+
+    std::fs::remove_dir_all(root.join("src")).unwrap();
+    index = step("a directory removed", index);
+    std::fs::create_dir(root.join("src")).unwrap();
+    write(root, "src/.gitignore", "x.rs\n", &mut clock);
+    write(root, "src/x.rs", "fn hidden() {}\n", &mut clock);
+    write(root, "src/a.rs", "fn alpha() {}\n", &mut clock);
+    index = step_with("the directory made again, with an ignore file", index, true);
+    assert!(index.file("src/x.rs").is_none());
+    write(root, "src/.gitignore", "", &mut clock);
+    index = step("its ignore file edited", index);
+    assert!(index.file("src/x.rs").is_some());
+
+    write(root, ".git/info/exclude", "other.rs\n", &mut clock);
+    index = step("info/exclude edited", index);
+    assert!(index.file("other.rs").is_none());
+}
+
+/// A base replaced by another process (a compaction, `git code-intel index`) under a holder of
+/// the old one: the holder's next refresh takes the stored index, so the overlay it writes
+/// applies to the base on disk (a reader of the disk sees the edit, and the overlay stays
+/// small) instead of naming a base that no longer exists.
+#[test]
+fn a_refresh_follows_a_base_another_process_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let repo = Repo::at(root).unwrap();
+    let config = Config::default();
+    let mut clock = 0;
+    for i in 0..6 {
+        write(root, &format!("m{i}.rs"), &format!("fn f{i}() {{ g(); }}\n"), &mut clock);
+    }
+    let (held, _) = refresh(&repo, &config, SymbolIndex::default(), true);
+    write(root, "m1.rs", "fn f1() { h(); }\n", &mut clock);
+    let (held, _) = refresh(&repo, &config, held, false);
+    assert_eq!(held.overlay_size().0, 1);
+    // Another process folds the overlay in (and writes its own stamp).
+    let other = store::load(root).unwrap();
+    let (replaced, _) = refresh(&repo, &config, other, true);
+    assert_ne!(replaced.checksum(), held.checksum());
+    write(root, "m2.rs", "fn f2() { k(); }\n", &mut clock);
+    let (held, report) = refresh(&repo, &config, held, false);
+    assert_eq!(report.parsed, 1);
+    let loaded = store::load(root).unwrap();
+    assert_eq!(loaded.checksum(), held.checksum(), "the overlay applies to the stored base");
+    assert_eq!(held.overlay_size().0, 1, "only the new edit is in the overlay");
+    assert!(differences(&loaded, &rebuilt(root)).is_empty());
+    assert_eq!(loaded.uses("k").len(), 1);
+}
+
+/// The compaction lock is held by one holder at a time, threads of one process included, and
+/// freed when its holder lets go.
+#[test]
+fn the_compaction_lock_has_one_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = compact::Lock::take(dir.path()).expect("free");
+    assert!(compact::Lock::take(dir.path()).is_none());
+    let other = std::thread::scope(|s| s.spawn(|| compact::Lock::take(dir.path()).is_some()).join().unwrap());
+    assert!(!other);
+    drop(first);
+    assert!(compact::Lock::take(dir.path()).is_some());
+}

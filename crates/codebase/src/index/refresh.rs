@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use std::ops::Not;
 use std::path::Path;
 
 use super::format::{self, Previous, Source};
@@ -31,6 +30,10 @@ pub struct RefreshReport {
     pub binary: Vec<String>,
     /// The directories the walk entered: what a file watcher needs to watch.
     pub dirs: Vec<std::path::PathBuf>,
+    /// The directories passed over as other repositories (they hold `.git`), relative.
+    pub nested: Vec<String>,
+    /// Source files that could not be read (tried again on every refresh).
+    pub unreadable: Vec<String>,
     /// Set when the answer came from [`refresh_subset`] (no index yet), not from the index.
     pub fast_path: Option<FastPath>,
     /// The overlay has grown past its threshold: fold it into the base
@@ -79,7 +82,7 @@ enum Outcome {
     /// Parsed, and stored aside in segment `.0` as its file `.1` ([`Segments`]).
     Segment(u32, u32),
     Binary(String),
-    Unreadable,
+    Unreadable(String),
 }
 
 /// Where a file of the refreshed index comes from: file `id` of a stored index (the base, the
@@ -278,6 +281,23 @@ fn runs_of(candidates: &[(WalkedFile, Lang)], bytes: u64) -> Vec<&[(WalkedFile, 
     runs
 }
 
+impl Segments {
+    /// Removes every segment this process stored, those a writer that died left included.
+    fn discard_all(&mut self) {
+        for (path, _) in self.stored.drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
+        let suffix = format!(".idx.tmp.{}", std::process::id());
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_str().is_some_and(|n| n.starts_with("segment") && n.ends_with(&suffix)) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 impl Drop for Segments {
     fn drop(&mut self) {
         for (path, _) in self.stored.drain(..) {
@@ -300,6 +320,7 @@ impl Drop for Segments {
 /// changing it, run `git code-intel index`.)
 pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool) -> (SymbolIndex, RefreshReport) {
     let started = Instant::now();
+    let (previous, whole) = with_stored_base(repo.root(), previous, whole);
     // Made before the walk: creating `.code-intel/` changes the root directory's time, which
     // would make this walk's stamp distrust the root.
     if let Err(e) = crate::derived::ensure_ignored_dir(&store::index_dir(repo.root())) {
@@ -310,8 +331,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
     let stamp_before = if whole || previous.file_count() == 0 { None } else { store::load_stamp(repo.root()) };
     let changes = stamp_before.as_ref().and_then(|st| Some((st, changes_since(repo.root(), &previous, st)?)));
     if let Some((st, c)) = &changes
-        && c.files.is_empty()
-        && c.dirs.is_empty()
+        && c.is_empty()
     {
         // Nothing changed since the stamp: the index is up to date, and the stamp stays.
         let report = RefreshReport {
@@ -319,6 +339,8 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
             too_large: st.too_large.clone(),
             binary: st.binary.clone(),
             dirs: st.dirs.iter().map(|(rel, _)| repo.root().join(rel)).collect(),
+            nested: st.nested.clone(),
+            unreadable: st.unreadable.clone(),
             compaction_due: super::compact::due(&previous),
             ..RefreshReport::default()
         };
@@ -413,6 +435,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
         if lost {
             // A segment's writer died: parse everything again, in memory.
             tracing::warn!("storing a segment of the index failed; indexing in memory");
+            segments.discard_all();
             all = candidates.par_iter().map(process).collect();
         }
         all
@@ -421,7 +444,8 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
     };
     tracing::debug!("index parse: {to_parse} files, {:?} since start", started.elapsed());
 
-    let mut report = RefreshReport { files: 0, too_large: walk.too_large, dirs: walk.dirs, ..RefreshReport::default() };
+    let mut report =
+        RefreshReport { too_large: walk.too_large, dirs: walk.dirs, nested: walk.nested, ..RefreshReport::default() };
     report.too_large.retain(|(rel, _)| Lang::detect(rel.as_ref()).is_some());
     let (base, overlay) = previous.parts();
     let mut places: Vec<Place> = Vec::with_capacity(outcomes.len());
@@ -464,7 +488,10 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
                 report.binary.push(rel.clone());
                 continue;
             }
-            Outcome::Unreadable => continue,
+            Outcome::Unreadable(rel) => {
+                report.unreadable.push(rel.clone());
+                continue;
+            }
         };
         if old_by_path.contains_key(file.rel.as_str()) {
             still_there += 1;
@@ -473,7 +500,9 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
     }
     if let Some((st, _)) = &changes {
         // Passed over as binary before, and unchanged since (else the tree was walked).
-        report.binary.extend(st.binary.iter().cloned());
+        // (Those in a directory that became another repository left with it.)
+        let nested = &report.nested;
+        report.binary.extend(st.binary.iter().filter(|rel| !nested.iter().any(|n| is_under(rel, n))).cloned());
     }
     report.binary.sort();
     report.binary.dedup();
@@ -552,7 +581,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
     report.compaction_due = super::compact::due(&index);
     let new_stamp = match &changes {
         Some((st, c)) => restamp(repo.root(), st, c, &report, &index, walk_started),
-        None => stamp(repo.root(), &report, &index, walk_started),
+        None => stamp(repo, &report, &index, walk_started),
     };
     tracing::debug!("index restamped, {:?} since start", started.elapsed());
     store::save_stamp(repo.root(), &new_stamp);
@@ -561,6 +590,24 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
     }
     tracing::debug!("index stored and mapped, {:?} since start", started.elapsed());
     (index, report)
+}
+
+/// `previous` as the stored index has it: an overlay written for a base that another process
+/// has since replaced (a compaction, `git code-intel index`) would be ignored by every reader,
+/// so when the stored base is not `previous`'s, the stored index (base and overlay) is taken
+/// instead. When there is no stored index to take, `previous` is stored whole.
+fn with_stored_base(root: &Path, previous: SymbolIndex, whole: bool) -> (SymbolIndex, bool) {
+    let Some(held) = previous.parts().0.map(super::opened_checksum) else { return (previous, whole) };
+    if whole || store::stored_base_checksum(root) == Some(held) {
+        return (previous, whole);
+    }
+    match store::load(root) {
+        Some(stored) => {
+            tracing::debug!("the stored index base was replaced by another process: taking it");
+            (stored, whole)
+        }
+        None => (previous, true),
+    }
 }
 
 /// How long before the walk started a directory must have last changed to be trusted by the
@@ -572,11 +619,12 @@ const STAMP_SLACK: std::time::Duration = std::time::Duration::from_secs(1);
 /// A directory changed within [`STAMP_SLACK`] of the walk is recorded as untrusted, so the next
 /// check lists it again.
 fn stamp(
-    root: &Path,
+    repo: &Repo,
     report: &RefreshReport,
     index: &SymbolIndex,
     walk_started: std::time::SystemTime,
 ) -> store::WalkStamp {
+    let root = repo.root();
     let trusted_before = walk_started.checked_sub(STAMP_SLACK).map_or(i64::MIN, nanos);
     // One stat per directory and ignore file, on every core.
     let per_dir: Vec<(Stamped, Vec<Stamped>)> = report
@@ -594,9 +642,10 @@ fn stamp(
         paths.extend(ignores);
     }
     let passed_over = report.binary.iter().chain(report.too_large.iter().map(|(rel, _)| rel));
-    for file in [".git/info/exclude", crate::config::CONFIG_PATH].into_iter().chain(passed_over.map(String::as_str)) {
+    for file in [crate::config::CONFIG_PATH].into_iter().chain(passed_over.map(String::as_str)) {
         paths.push((file.to_owned(), mtime_of(&root.join(file))));
     }
+    paths.push(info_exclude(repo));
     dirs.sort();
     dirs.dedup();
     paths.sort();
@@ -607,12 +656,15 @@ fn stamp(
         paths,
         too_large: report.too_large.clone(),
         binary: report.binary.clone(),
+        nested: report.nested.clone(),
+        unreadable: report.unreadable.clone(),
     }
 }
 
 /// The stamp after a refresh that looked only at what changed: the directories it listed (or
 /// found new) stamped again, the others as they were; the ignore files of new directories and
-/// the files newly passed over added.
+/// the files newly passed over added (replacing what the stamp said of the same paths), and the
+/// ignore files of directories no longer walked dropped.
 fn restamp(
     root: &Path,
     old: &store::WalkStamp,
@@ -625,7 +677,7 @@ fn restamp(
     let before: HashMap<&str, i64> = old.dirs.iter().map(|(rel, t)| (rel.as_str(), *t)).collect();
     let listed: std::collections::HashSet<&str> = changes.dirs.iter().map(String::as_str).collect();
     let mut dirs = Vec::with_capacity(report.dirs.len());
-    let mut paths = old.paths.clone();
+    let mut paths: std::collections::BTreeMap<String, i64> = old.paths.iter().cloned().collect();
     for dir in &report.dirs {
         let Ok(rel) = dir.strip_prefix(root) else { continue };
         let rel = crate::repo::to_slash(rel);
@@ -638,31 +690,48 @@ fn restamp(
             }
         }
     }
+    dirs.sort();
+    dirs.dedup();
+    // An ignore file rules only while its directory is walked.
+    paths.retain(|rel, _| {
+        !is_ignore_file(rel) || dirs.binary_search_by(|(d, _)| d.as_str().cmp(parent_of(rel))).is_ok()
+    });
     let passed_over = report.binary.iter().chain(report.too_large.iter().map(|(rel, _)| rel));
     for rel in passed_over {
         if !old.binary.contains(rel) && !old.too_large.iter().any(|(r, _)| r == rel) {
-            paths.push((rel.clone(), mtime_of(&root.join(rel))));
+            paths.insert(rel.clone(), mtime_of(&root.join(rel)));
         }
     }
-    dirs.sort();
-    dirs.dedup();
-    paths.sort();
-    paths.dedup_by(|a, b| a.0 == b.0);
     store::WalkStamp {
         index_checksum: index.checksum(),
         dirs,
-        paths,
+        paths: paths.into_iter().collect(),
         too_large: report.too_large.clone(),
         binary: report.binary.clone(),
+        nested: report.nested.clone(),
+        unreadable: report.unreadable.clone(),
     }
+}
+
+/// The directory part of a relative path (`""` at the root).
+fn parent_of(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(dir, _)| dir)
 }
 
 /// A path with its modification time, as the stamp keeps it.
 type Stamped = (String, i64);
 
+/// The repository's `info/exclude` with its time, as the stamp keeps it: relative when it lies
+/// in the work tree, else absolute (a linked work tree's lies in the main repository).
+fn info_exclude(repo: &Repo) -> Stamped {
+    let path = repo.info_exclude();
+    let mtime = mtime_of(&path);
+    (repo.relative(&path).unwrap_or_else(|| path.to_string_lossy().into_owned()), mtime)
+}
+
 /// A directory's stamp entry: its time, or `i64::MIN` when it changed too recently to trust.
 fn dir_entry(root: &Path, rel: &str, trusted_before: i64) -> (String, i64) {
-    let mtime = mtime_of(&root.join(rel));
+    let mtime = dir_mtime_of(&root.join(rel));
     (rel.to_owned(), if mtime >= trusted_before { i64::MIN } else { mtime })
 }
 
@@ -684,6 +753,18 @@ fn mtime_of(path: &Path) -> i64 {
     std::fs::metadata(path).map_or(-1, |m| walk::mtime_ns(&m))
 }
 
+/// The modification time of directory `path`, not following a symbolic link (the walk does not
+/// enter one): a directory replaced by a link reads as changed. -1 when it does not exist.
+fn dir_mtime_of(path: &Path) -> i64 {
+    std::fs::symlink_metadata(path).map_or(-1, |m| walk::mtime_ns(&m))
+}
+
+/// The size and time of a file as the walk sees it: a regular file, not through a symbolic
+/// link (the walk passes links over). None for anything else, or nothing.
+fn regular_file(path: &Path) -> Option<(u64, i64)> {
+    std::fs::symlink_metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| (m.len(), walk::mtime_ns(&m)))
+}
+
 /// What changed in the work tree since the stamp was taken, found without listing anything.
 #[derive(Debug, Default)]
 struct Changes {
@@ -691,11 +772,20 @@ struct Changes {
     files: Vec<u32>,
     /// Directories (relative) whose time moved: a file was added, removed or renamed in them.
     dirs: Vec<String>,
+    /// A file that could not be read can now be opened (or is gone).
+    retry: bool,
+}
+
+impl Changes {
+    fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.dirs.is_empty() && !self.retry
+    }
 }
 
 /// The changes since `stamp`, with one `stat` per directory, ignore file and indexed file, in
-/// parallel. None when the stamp is for another index, or an ignore file, the config or a file
-/// passed over changed: then only a walk can tell what the index should hold.
+/// parallel. None when the stamp is for another index, or an ignore file, the config, a file
+/// passed over or a nested repository's `.git` changed: then only a walk can tell what the
+/// index should hold.
 fn changes_since(root: &Path, index: &SymbolIndex, stamp: &store::WalkStamp) -> Option<Changes> {
     if stamp.index_checksum != index.checksum() {
         return None;
@@ -709,23 +799,30 @@ fn changes_since(root: &Path, index: &SymbolIndex, stamp: &store::WalkStamp) -> 
         tracing::debug!("index stamp: '{rel}' changed since the last walk");
         return None;
     }
+    // A directory passed over for its `.git` that lost it is this repository's again.
+    if let Some(rel) = stamp.nested.iter().find(|rel| std::fs::symlink_metadata(root.join(rel).join(".git")).is_err()) {
+        tracing::debug!("index stamp: '{rel}' is no longer another repository");
+        return None;
+    }
     let dirs: Vec<String> = stamp
         .dirs
         .par_iter()
-        .filter(|(rel, mtime)| *mtime == i64::MIN || mtime_of(&root.join(rel)) != *mtime)
+        .filter(|(rel, mtime)| *mtime == i64::MIN || dir_mtime_of(&root.join(rel)) != *mtime)
         .map(|(rel, _)| rel.clone())
         .collect();
     let metas: Vec<FileMeta> = index.metas().collect();
     let files: Vec<u32> = metas
         .par_iter()
         .enumerate()
-        .filter(|(_, f)| {
-            std::fs::metadata(root.join(f.rel))
-                .is_ok_and(|m| m.len() == f.size && walk::mtime_ns(&m) == f.mtime_ns)
-                .not()
-        })
+        .filter(|(_, f)| regular_file(&root.join(f.rel)) != Some((f.size, f.mtime_ns)))
         .map(|(i, _)| i as u32)
         .collect();
+    // A file's permissions do not move its time: one that could not be read is tried again
+    // when it opens.
+    let retry = stamp.unreadable.iter().any(|rel| {
+        let path = root.join(rel);
+        regular_file(&path).is_none() || std::fs::File::open(&path).is_ok()
+    });
     if !files.is_empty() || !dirs.is_empty() {
         tracing::debug!(
             "index stamp: {} files and {} directories changed since the last walk",
@@ -733,7 +830,7 @@ fn changes_since(root: &Path, index: &SymbolIndex, stamp: &store::WalkStamp) -> 
             dirs.len()
         );
     }
-    Some(Changes { files, dirs })
+    Some(Changes { files, dirs, retry })
 }
 
 /// The names of the ignore files the walk follows.
@@ -743,11 +840,18 @@ fn is_ignore_file(rel: &str) -> bool {
     IGNORE_FILES.contains(&rel.rsplit('/').next().unwrap_or(rel))
 }
 
+/// Whether `rel` is `dir` or lies under it.
+fn is_under(rel: &str, dir: &str) -> bool {
+    rel == dir || (rel.starts_with(dir) && rel.as_bytes().get(dir.len()) == Some(&b'/'))
+}
+
 /// What a refresh needs from the tree when the stamp says what changed: every indexed file (the
 /// unchanged ones as the index has them, the changed ones as they are now), the files new in
 /// the changed directories (each listed alone; a directory new to the stamp is walked whole),
-/// and the directories now walked. Nothing else is listed. None when a changed directory
-/// gained an ignore file: then only a walk can tell.
+/// the files that could not be read before, and the directories now walked. Nothing else is
+/// listed. The walk's rules hold as they do for a full walk: links are not followed, and a
+/// directory that now holds `.git` is another repository's (it and everything under it leave
+/// the index). None when a changed directory gained an ignore file: then only a walk can tell.
 fn tree_from_changes(
     repo: &Repo,
     config: &Config,
@@ -756,32 +860,20 @@ fn tree_from_changes(
     changes: &Changes,
 ) -> Option<walk::Walk> {
     let root = repo.root();
-    let changed: std::collections::HashSet<u32> = changes.files.iter().copied().collect();
-    let mut tree = walk::Walk::default();
-    for (i, f) in index.metas().enumerate() {
-        let abs = root.join(f.rel);
-        let (size, mtime_ns) = if changed.contains(&(i as u32)) {
-            match std::fs::metadata(&abs) {
-                Ok(m) if m.is_file() => (m.len(), walk::mtime_ns(&m)),
-                // Gone (or no longer a file): not in the tree.
-                _ => continue,
-            }
-        } else {
-            (f.size, f.mtime_ns)
-        };
-        if size > config.max_file_size {
-            tree.too_large.push((f.rel.to_owned(), size));
-            continue;
-        }
-        tree.files.push(walk::WalkedFile { abs, rel: f.rel.to_owned(), size, mtime_ns });
-    }
     let known: std::collections::HashSet<&str> = stamp.dirs.iter().map(|(rel, _)| rel.as_str()).collect();
     let mut listed: Vec<walk::Walk> = Vec::new();
+    // Directories no longer walked: gone, no longer directories, or now other repositories.
     let mut gone: Vec<&str> = Vec::new();
+    let mut nested: Vec<String> = stamp.nested.clone();
     for dir in &changes.dirs {
         let abs = root.join(dir);
-        if !abs.is_dir() {
+        if !std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir()) {
             gone.push(dir.as_str());
+            continue;
+        }
+        if !dir.is_empty() && std::fs::symlink_metadata(abs.join(".git")).is_ok() {
+            gone.push(dir.as_str());
+            nested.push(dir.clone());
             continue;
         }
         let appeared = ignore_files(root, dir).filter(|(_, mtime)| *mtime != -1).any(|(rel, _)| {
@@ -805,10 +897,34 @@ fn tree_from_changes(
         }
         listed.push(level);
     }
+    let under_gone = |rel: &str| gone.iter().any(|g| is_under(rel, g));
+    let changed: std::collections::HashSet<u32> = changes.files.iter().copied().collect();
+    let mut tree = walk::Walk::default();
+    for (i, f) in index.metas().enumerate() {
+        if !gone.is_empty() && under_gone(parent_of(f.rel)) {
+            continue;
+        }
+        let abs = root.join(f.rel);
+        let (size, mtime_ns) = if changed.contains(&(i as u32)) {
+            // Gone (or no longer a file): not in the tree.
+            let Some(now) = regular_file(&abs) else { continue };
+            now
+        } else {
+            (f.size, f.mtime_ns)
+        };
+        if size > config.max_file_size {
+            tree.too_large.push((f.rel.to_owned(), size));
+            continue;
+        }
+        tree.files.push(walk::WalkedFile { abs, rel: f.rel.to_owned(), size, mtime_ns });
+    }
+    for rel in &stamp.unreadable {
+        let abs = root.join(rel);
+        if let Some((size, mtime_ns)) = regular_file(&abs).filter(|_| !under_gone(parent_of(rel))) {
+            tree.files.push(walk::WalkedFile { abs, rel: rel.clone(), size, mtime_ns });
+        }
+    }
     // The stamp's directories, less those gone (and what was under them).
-    let under_gone = |rel: &str| {
-        gone.iter().any(|g| rel == *g || (rel.starts_with(g) && rel.as_bytes().get(g.len()) == Some(&b'/')))
-    };
     let mut dirs: std::collections::BTreeSet<std::path::PathBuf> = stamp
         .dirs
         .iter()
@@ -819,14 +935,22 @@ fn tree_from_changes(
         tree.files.extend(w.files);
         tree.too_large.extend(w.too_large);
         dirs.extend(w.dirs);
+        nested.extend(w.nested);
     }
     tree.files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
     tree.files.dedup_by(|a, b| a.rel == b.rel);
-    // Files passed over before still are (a change to one walks the tree again).
-    tree.too_large.extend(stamp.too_large.iter().cloned());
+    // Files passed over before still are (a change to one walks the tree again), unless their
+    // directory left the walk.
+    tree.too_large.extend(stamp.too_large.iter().filter(|(rel, _)| !under_gone(parent_of(rel))).cloned());
     tree.too_large.sort();
     tree.too_large.dedup_by(|a, b| a.0 == b.0);
     tree.dirs = dirs.into_iter().collect();
+    nested.sort();
+    nested.dedup();
+    // A nested repository under a directory that left the walk is forgotten with it (a nested
+    // repository that is now one is kept: it is what left).
+    nested.retain(|n| !gone.iter().any(|g| is_under(n, g) && n != g));
+    tree.nested = nested;
     Some(tree)
 }
 
@@ -920,7 +1044,7 @@ pub fn refresh_subset(repo: &Repo, config: &Config, lookup: &Lookup) -> (SymbolI
 }
 
 fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &FileMeta)>, previous: &SymbolIndex) -> Outcome {
-    let Ok(bytes) = std::fs::read(&file.abs) else { return Outcome::Unreadable };
+    let Ok(bytes) = std::fs::read(&file.abs) else { return Outcome::Unreadable(file.rel.clone()) };
     if walk::looks_binary(&bytes) {
         return Outcome::Binary(file.rel.clone());
     }

@@ -22,7 +22,7 @@ const OVERLAY_FILE: &str = "overlay.idx";
 /// The index format before it was mapped (postcard, read whole): removed when found.
 const OLD_INDEX_FILE: &str = "symbols.bin";
 const STAMP_FILE: &str = "walk.stamp";
-const STAMP_MAGIC: &[u8; 8] = b"GCIWLK02";
+const STAMP_MAGIC: &[u8; 8] = b"GCIWLK03";
 
 pub fn index_dir(repo_root: &Path) -> PathBuf {
     repo_root.join(INDEX_DIR)
@@ -54,6 +54,15 @@ fn map(path: &Path) -> Option<format::Opened> {
 fn overlay_of(opened: format::Opened) -> Option<Overlay> {
     let meta: OverlayMeta = postcard::from_bytes(opened.extra()).ok()?;
     Some(Overlay { opened, meta })
+}
+
+/// The checksum the stored base's bytes carry (read from its first bytes, not checked), or None
+/// when there is none.
+pub fn stored_base_checksum(repo_root: &Path) -> Option<[u8; 32]> {
+    use std::io::Read;
+    let mut head = [0u8; 40];
+    std::fs::File::open(index_path(repo_root)).and_then(|mut f| f.read_exact(&mut head)).ok()?;
+    head[8..].try_into().ok()
 }
 
 /// Maps the stored index: the base, and the overlay when it applies to that base.
@@ -168,6 +177,11 @@ pub struct WalkStamp {
     /// What the walk passed over, as a refresh reports it: too large (with sizes), binary.
     pub too_large: Vec<(String, u64)>,
     pub binary: Vec<String>,
+    /// Directories passed over because they hold `.git`: when one loses it, the tree is walked
+    /// again.
+    pub nested: Vec<String>,
+    /// Source files that could not be read: tried again when they can be opened.
+    pub unreadable: Vec<String>,
 }
 
 pub fn load_stamp(repo_root: &Path) -> Option<WalkStamp> {
