@@ -6,8 +6,10 @@
 //! - This module holds the in-memory form and its lookups.
 
 pub mod compact;
+mod delta;
 pub mod format;
 pub mod refresh;
+mod stamp;
 pub mod store;
 
 #[cfg(test)]
@@ -290,7 +292,7 @@ impl SymbolIndex {
     }
 
     /// The live id of `rel`, by binary search over the live files.
-    fn position(&self, rel: &str) -> Option<u32> {
+    pub(crate) fn position(&self, rel: &str) -> Option<u32> {
         let (mut lo, mut hi) = (0u32, self.file_count() as u32);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

@@ -46,8 +46,12 @@ fn write(root: &Path, rel: &str, text: &str, clock: &mut u64) {
 
 /// An index of the tree built from nothing, in memory, from a walk of it.
 fn rebuilt(root: &Path) -> SymbolIndex {
+    rebuilt_with(root, &Config::default())
+}
+
+fn rebuilt_with(root: &Path, config: &Config) -> SymbolIndex {
     let repo = Repo::at(root).unwrap();
-    let walked = crate::walk::walk(&repo, &Config::default(), root, &crate::walk::WalkOptions::default()).unwrap();
+    let walked = crate::walk::walk(&repo, config, root, &crate::walk::WalkOptions::default()).unwrap();
     let mut files = Vec::new();
     for f in walked.files {
         let Some(lang) = Lang::detect(f.rel.as_ref()) else { continue };
@@ -114,7 +118,8 @@ fn overlay_reads_equal_a_rebuild_through_random_edits() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let repo = Repo::at(root).unwrap();
-        let config = Config::default();
+        // Small enough for a file to grow past it.
+        let config = Config { max_file_size: 4096, ..Config::default() };
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut clock = 0;
         let mut present: Vec<String> = Vec::new();
@@ -130,7 +135,7 @@ fn overlay_reads_equal_a_rebuild_through_random_edits() {
             present.iter().map(|rel| (rel.clone(), std::fs::read_to_string(root.join(rel)).unwrap())).collect();
         let mut next = 12;
         for step in 0..60 {
-            match rng.usize(..7) {
+            match rng.usize(..8) {
                 0 | 1 if !present.is_empty() => {
                     let rel = present[rng.usize(..present.len())].clone();
                     write(root, &rel, &random_source(&mut rng, rel.ends_with(".py")), &mut clock);
@@ -163,6 +168,12 @@ fn overlay_reads_equal_a_rebuild_through_random_edits() {
                     let hidden = present.get(rng.usize(..present.len().max(1))).cloned().unwrap_or_default();
                     write(root, ".ignore", &format!("{hidden}\n"), &mut clock);
                 }
+                7 if !present.is_empty() => {
+                    // Grown past the size limit (or, written again later, back under it).
+                    let rel = present[rng.usize(..present.len())].clone();
+                    let text = format!("{}{}", random_source(&mut rng, rel.ends_with(".py")), "#".repeat(5000));
+                    write(root, &rel, &text, &mut clock);
+                }
                 4 if !present.is_empty() => {
                     // Touched: same content, new time.
                     let rel = present[rng.usize(..present.len())].clone();
@@ -185,7 +196,7 @@ fn overlay_reads_equal_a_rebuild_through_random_edits() {
             }
             let (refreshed, report) = refresh(&repo, &config, index, false);
             index = refreshed;
-            let expected = rebuilt(root);
+            let expected = rebuilt_with(root, &config);
             let diff = differences(&index, &expected);
             assert!(diff.is_empty(), "seed {seed} step {step} ({report:?}):\n{}", diff.join("\n"));
             // Read back from disk: the same view.

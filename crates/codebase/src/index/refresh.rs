@@ -11,7 +11,9 @@ use rayon::prelude::*;
 
 use std::path::Path;
 
+use super::delta::{self, Delta};
 use super::format::{self, Previous, Source};
+use super::stamp::{self, Changes};
 use super::{FileMeta, IndexedFile, OverlayMeta, Part, SymbolIndex, store};
 use crate::config::Config;
 use crate::lang::Lang;
@@ -70,7 +72,7 @@ pub struct FastPath {
 /// Below this many files to parse, no progress is printed.
 const PROGRESS_THRESHOLD: usize = 500;
 
-enum Outcome {
+pub(super) enum Outcome {
     /// Unchanged: the live file with this id.
     Keep(u32),
     /// The live file with this id, its content unchanged and its time moved.
@@ -88,14 +90,14 @@ enum Outcome {
 /// Where a file of the refreshed index comes from: file `id` of a stored index (the base, the
 /// overlay or a segment: its `slot`), whose record (with its time brought up to date) is
 /// copied, or a file parsed now.
-enum Place<'a> {
+pub(super) enum Place<'a> {
     Stored { slot: usize, id: u32, record: format::Record, rel: &'a str },
     New(&'a IndexedFile),
 }
 
 /// The slots of [`Place::Stored`]: the base, the overlay, then segment `k` at `SEGMENT + k`.
-const BASE: usize = 0;
-const OVERLAY: usize = 1;
+pub(super) const BASE: usize = 0;
+pub(super) const OVERLAY: usize = 1;
 const SEGMENT: usize = 2;
 
 /// The stored indexes a refresh can keep files from, by slot.
@@ -111,7 +113,7 @@ fn slots_of<'a>(
 
 /// The sources of the `places` that `keep` accepts, in order, each kept one pointing at its
 /// slot's position among the slots present; and, per slot, the new ids of its files.
-fn plan<'a>(
+pub(super) fn plan<'a>(
     places: &[Place<'a>],
     slots: &[Option<&format::Opened>],
     keep: impl Fn(&Place) -> bool,
@@ -145,16 +147,16 @@ fn plan<'a>(
 }
 
 /// The slots present, as `format::write` takes them.
-fn parts_of<'a>(slots: &[Option<&'a format::Opened>], ids: &'a [Vec<Option<u32>>]) -> Vec<Previous<'a>> {
+pub(super) fn parts_of<'a>(slots: &[Option<&'a format::Opened>], ids: &'a [Vec<Option<u32>>]) -> Vec<Previous<'a>> {
     slots.iter().zip(ids).filter_map(|(s, new_ids)| Some(Previous { opened: (*s)?, new_ids })).collect()
 }
 
 /// From how many files to parse on, a refresh stores what it parsed aside a segment at a time
 /// (a few in the unit tests, so their builds are merged from segments).
 #[cfg(not(test))]
-const SEGMENT_FILES: usize = 1024;
+pub(super) const SEGMENT_FILES: usize = 1024;
 #[cfg(test)]
-const SEGMENT_FILES: usize = 4;
+pub(super) const SEGMENT_FILES: usize = 4;
 /// How much source a segment holds (a few bytes in the unit tests).
 #[cfg(not(test))]
 const SEGMENT_BYTES: u64 = 16 << 20;
@@ -329,7 +331,8 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
     let walk_started = std::time::SystemTime::now();
     // When the stamp says what changed, only that is looked at; otherwise the tree is walked.
     let stamp_before = if whole || previous.file_count() == 0 { None } else { store::load_stamp(repo.root()) };
-    let changes = stamp_before.as_ref().and_then(|st| Some((st, changes_since(repo.root(), &previous, st)?)));
+    tracing::debug!("index stamp loaded, {:?} since start", started.elapsed());
+    let changes = stamp_before.as_ref().and_then(|st| Some((st, stamp::changes_since(repo.root(), &previous, st)?)));
     if let Some((st, c)) = &changes
         && c.is_empty()
     {
@@ -347,12 +350,17 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
         return (previous, report);
     }
     tracing::debug!("index stamp checked, {:?} since start", started.elapsed());
-    let listed = changes.as_ref().and_then(|(st, c)| tree_from_changes(repo, config, &previous, st, c));
+    let delta = changes.as_ref().and_then(|(st, c)| Delta::from_changes(repo, config, &previous, st, c));
+    tracing::debug!("index listed what changed, {:?} since start", started.elapsed());
     // A refresh that walked the tree stamps it anew.
-    let changes = if listed.is_some() { changes } else { None };
-    let walk = match listed {
-        Some(tree) => tree,
-        None => match walk::walk(repo, config, repo.root(), &WalkOptions::default()) {
+    let changes = if delta.is_some() { changes } else { None };
+    let walk = match (delta, &changes) {
+        (Some(delta), Some((st, c))) if delta::is_small(&delta) && previous.parts().0.is_some() => {
+            let (index, report) = delta::refresh(repo, config, previous, st, delta);
+            return finish(repo, index, report, changes.as_ref().map(|(st, c)| (*st, c)), walk_started, false, started);
+        }
+        (Some(delta), Some((_, c))) => delta.into_tree(repo.root(), &previous, c),
+        _ => match walk::walk(repo, config, repo.root(), &WalkOptions::default()) {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!("symbol index walk failed: {e}");
@@ -371,6 +379,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
     tracing::debug!("index walk: {} candidates in {:?}", candidates.len(), started.elapsed());
     let old: Vec<FileMeta> = previous.metas().collect();
     let old_by_path: HashMap<&str, u32> = old.iter().enumerate().map(|(i, f)| (f.rel, i as u32)).collect();
+    tracing::debug!("index files mapped by path, {:?} since start", started.elapsed());
 
     let to_parse = candidates
         .iter()
@@ -502,7 +511,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
         // Passed over as binary before, and unchanged since (else the tree was walked).
         // (Those in a directory that became another repository left with it.)
         let nested = &report.nested;
-        report.binary.extend(st.binary.iter().filter(|rel| !nested.iter().any(|n| is_under(rel, n))).cloned());
+        report.binary.extend(st.binary.iter().filter(|rel| !nested.iter().any(|n| stamp::is_under(rel, n))).cloned());
     }
     report.binary.sort();
     report.binary.dedup();
@@ -512,6 +521,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
     if report.removed > 0 {
         report.changed = true;
     }
+    tracing::debug!("index places of {} files, {:?} since start", places.len(), started.elapsed());
     let one_base = match base {
         None => report.changed || whole,
         Some(_) => whole && (report.changed || overlay.is_some()),
@@ -578,10 +588,25 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
         previous
     };
     tracing::debug!("index written, {:?} since start", started.elapsed());
+    finish(repo, index, report, changes.as_ref().map(|(st, c)| (*st, c)), walk_started, show_progress, started)
+}
+
+/// The end of every refresh that changed something or looked at the tree: whether the overlay
+/// is due for compaction, and the walk stamp for the new index (the old one brought up to date
+/// when only what changed was looked at, else a new one).
+fn finish(
+    repo: &Repo,
+    index: SymbolIndex,
+    mut report: RefreshReport,
+    changes: Option<(&store::WalkStamp, &Changes)>,
+    walk_started: std::time::SystemTime,
+    show_progress: bool,
+    started: Instant,
+) -> (SymbolIndex, RefreshReport) {
     report.compaction_due = super::compact::due(&index);
-    let new_stamp = match &changes {
-        Some((st, c)) => restamp(repo.root(), st, c, &report, &index, walk_started),
-        None => stamp(repo, &report, &index, walk_started),
+    let new_stamp = match changes {
+        Some((st, c)) => stamp::restamp(repo.root(), st, c, &report, &index, walk_started),
+        None => stamp::stamp(repo, &report, &index, walk_started),
     };
     tracing::debug!("index restamped, {:?} since start", started.elapsed());
     store::save_stamp(repo.root(), &new_stamp);
@@ -608,350 +633,6 @@ fn with_stored_base(root: &Path, previous: SymbolIndex, whole: bool) -> (SymbolI
         }
         None => (previous, true),
     }
-}
-
-/// How long before the walk started a directory must have last changed to be trusted by the
-/// stamp: file systems stamp times from a coarse clock, so a change made during the walk can
-/// carry a time slightly before it.
-const STAMP_SLACK: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The walk stamp: each directory walked and the ignore files that rule it, with their times.
-/// A directory changed within [`STAMP_SLACK`] of the walk is recorded as untrusted, so the next
-/// check lists it again.
-fn stamp(
-    repo: &Repo,
-    report: &RefreshReport,
-    index: &SymbolIndex,
-    walk_started: std::time::SystemTime,
-) -> store::WalkStamp {
-    let root = repo.root();
-    let trusted_before = walk_started.checked_sub(STAMP_SLACK).map_or(i64::MIN, nanos);
-    // One stat per directory and ignore file, on every core.
-    let per_dir: Vec<(Stamped, Vec<Stamped>)> = report
-        .dirs
-        .par_iter()
-        .filter_map(|dir| {
-            let rel = crate::repo::to_slash(dir.strip_prefix(root).ok()?);
-            Some((dir_entry(root, &rel, trusted_before), ignore_files(root, &rel).collect()))
-        })
-        .collect();
-    let mut dirs: Vec<(String, i64)> = Vec::with_capacity(per_dir.len());
-    let mut paths: Vec<(String, i64)> = Vec::with_capacity(per_dir.len() * 2 + 2);
-    for (dir, ignores) in per_dir {
-        dirs.push(dir);
-        paths.extend(ignores);
-    }
-    let passed_over = report.binary.iter().chain(report.too_large.iter().map(|(rel, _)| rel));
-    for file in [crate::config::CONFIG_PATH].into_iter().chain(passed_over.map(String::as_str)) {
-        paths.push((file.to_owned(), mtime_of(&root.join(file))));
-    }
-    paths.push(info_exclude(repo));
-    dirs.sort();
-    dirs.dedup();
-    paths.sort();
-    paths.dedup();
-    store::WalkStamp {
-        index_checksum: index.checksum(),
-        dirs,
-        paths,
-        too_large: report.too_large.clone(),
-        binary: report.binary.clone(),
-        nested: report.nested.clone(),
-        unreadable: report.unreadable.clone(),
-    }
-}
-
-/// The stamp after a refresh that looked only at what changed: the directories it listed (or
-/// found new) stamped again, the others as they were; the ignore files of new directories and
-/// the files newly passed over added (replacing what the stamp said of the same paths), and the
-/// ignore files of directories no longer walked dropped.
-fn restamp(
-    root: &Path,
-    old: &store::WalkStamp,
-    changes: &Changes,
-    report: &RefreshReport,
-    index: &SymbolIndex,
-    walk_started: std::time::SystemTime,
-) -> store::WalkStamp {
-    let trusted_before = walk_started.checked_sub(STAMP_SLACK).map_or(i64::MIN, nanos);
-    let before: HashMap<&str, i64> = old.dirs.iter().map(|(rel, t)| (rel.as_str(), *t)).collect();
-    let listed: std::collections::HashSet<&str> = changes.dirs.iter().map(String::as_str).collect();
-    let mut dirs = Vec::with_capacity(report.dirs.len());
-    let mut paths: std::collections::BTreeMap<String, i64> = old.paths.iter().cloned().collect();
-    for dir in &report.dirs {
-        let Ok(rel) = dir.strip_prefix(root) else { continue };
-        let rel = crate::repo::to_slash(rel);
-        match before.get(rel.as_str()) {
-            Some(&t) if !listed.contains(rel.as_str()) => dirs.push((rel, t)),
-            Some(_) => dirs.push(dir_entry(root, &rel, trusted_before)),
-            None => {
-                paths.extend(ignore_files(root, &rel));
-                dirs.push(dir_entry(root, &rel, trusted_before));
-            }
-        }
-    }
-    dirs.sort();
-    dirs.dedup();
-    // An ignore file rules only while its directory is walked.
-    paths.retain(|rel, _| {
-        !is_ignore_file(rel) || dirs.binary_search_by(|(d, _)| d.as_str().cmp(parent_of(rel))).is_ok()
-    });
-    let passed_over = report.binary.iter().chain(report.too_large.iter().map(|(rel, _)| rel));
-    for rel in passed_over {
-        if !old.binary.contains(rel) && !old.too_large.iter().any(|(r, _)| r == rel) {
-            paths.insert(rel.clone(), mtime_of(&root.join(rel)));
-        }
-    }
-    store::WalkStamp {
-        index_checksum: index.checksum(),
-        dirs,
-        paths: paths.into_iter().collect(),
-        too_large: report.too_large.clone(),
-        binary: report.binary.clone(),
-        nested: report.nested.clone(),
-        unreadable: report.unreadable.clone(),
-    }
-}
-
-/// The directory part of a relative path (`""` at the root).
-fn parent_of(rel: &str) -> &str {
-    rel.rsplit_once('/').map_or("", |(dir, _)| dir)
-}
-
-/// A path with its modification time, as the stamp keeps it.
-type Stamped = (String, i64);
-
-/// The repository's `info/exclude` with its time, as the stamp keeps it: relative when it lies
-/// in the work tree, else absolute (a linked work tree's lies in the main repository).
-fn info_exclude(repo: &Repo) -> Stamped {
-    let path = repo.info_exclude();
-    let mtime = mtime_of(&path);
-    (repo.relative(&path).unwrap_or_else(|| path.to_string_lossy().into_owned()), mtime)
-}
-
-/// A directory's stamp entry: its time, or `i64::MIN` when it changed too recently to trust.
-fn dir_entry(root: &Path, rel: &str, trusted_before: i64) -> (String, i64) {
-    let mtime = dir_mtime_of(&root.join(rel));
-    (rel.to_owned(), if mtime >= trusted_before { i64::MIN } else { mtime })
-}
-
-/// The ignore files that can rule directory `rel`, with their times.
-fn ignore_files<'a>(root: &'a Path, rel: &'a str) -> impl Iterator<Item = (String, i64)> + 'a {
-    IGNORE_FILES.into_iter().map(move |name| {
-        let file = if rel.is_empty() { name.to_owned() } else { format!("{rel}/{name}") };
-        let mtime = mtime_of(&root.join(&file));
-        (file, mtime)
-    })
-}
-
-fn nanos(t: std::time::SystemTime) -> i64 {
-    t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// The modification time of `path` in nanoseconds, -1 when it does not exist.
-fn mtime_of(path: &Path) -> i64 {
-    std::fs::metadata(path).map_or(-1, |m| walk::mtime_ns(&m))
-}
-
-/// The modification time of directory `path`, not following a symbolic link (the walk does not
-/// enter one): a directory replaced by a link reads as changed. -1 when it does not exist.
-fn dir_mtime_of(path: &Path) -> i64 {
-    std::fs::symlink_metadata(path).map_or(-1, |m| walk::mtime_ns(&m))
-}
-
-/// The size and time of a file as the walk sees it: a regular file, not through a symbolic
-/// link (the walk passes links over). None for anything else, or nothing.
-fn regular_file(path: &Path) -> Option<(u64, i64)> {
-    std::fs::symlink_metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| (m.len(), walk::mtime_ns(&m)))
-}
-
-/// What changed in the work tree since the stamp was taken, found without listing anything.
-#[derive(Debug, Default)]
-struct Changes {
-    /// Indexed files (live ids) whose size or time moved, or that are gone.
-    files: Vec<u32>,
-    /// Directories (relative) whose time moved: a file was added, removed or renamed in them.
-    dirs: Vec<String>,
-    /// A file that could not be read can now be opened (or is gone).
-    retry: bool,
-}
-
-impl Changes {
-    fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.dirs.is_empty() && !self.retry
-    }
-}
-
-/// The changes since `stamp`, with one `stat` per directory, ignore file and indexed file, in
-/// parallel. None when the stamp is for another index, or an ignore file, the config, a file
-/// passed over or a nested repository's `.git` changed: then only a walk can tell what the
-/// index should hold.
-fn changes_since(root: &Path, index: &SymbolIndex, stamp: &store::WalkStamp) -> Option<Changes> {
-    if stamp.index_checksum != index.checksum() {
-        return None;
-    }
-    // An ignore file that did not exist is not looked for: creating one changes its directory's
-    // time, and listing that directory notices it ([`tree_from_changes`]).
-    let changed = stamp.paths.par_iter().find_any(|(rel, mtime)| {
-        !(*mtime == -1 && is_ignore_file(rel)) && (*mtime == i64::MIN || mtime_of(&root.join(rel)) != *mtime)
-    });
-    if let Some((rel, _)) = changed {
-        tracing::debug!("index stamp: '{rel}' changed since the last walk");
-        return None;
-    }
-    // A directory passed over for its `.git` that lost it is this repository's again.
-    if let Some(rel) = stamp.nested.iter().find(|rel| std::fs::symlink_metadata(root.join(rel).join(".git")).is_err()) {
-        tracing::debug!("index stamp: '{rel}' is no longer another repository");
-        return None;
-    }
-    let dirs: Vec<String> = stamp
-        .dirs
-        .par_iter()
-        .filter(|(rel, mtime)| *mtime == i64::MIN || dir_mtime_of(&root.join(rel)) != *mtime)
-        .map(|(rel, _)| rel.clone())
-        .collect();
-    let metas: Vec<FileMeta> = index.metas().collect();
-    let files: Vec<u32> = metas
-        .par_iter()
-        .enumerate()
-        .filter(|(_, f)| regular_file(&root.join(f.rel)) != Some((f.size, f.mtime_ns)))
-        .map(|(i, _)| i as u32)
-        .collect();
-    // A file's permissions do not move its time: one that could not be read is tried again
-    // when it opens.
-    let retry = stamp.unreadable.iter().any(|rel| {
-        let path = root.join(rel);
-        regular_file(&path).is_none() || std::fs::File::open(&path).is_ok()
-    });
-    if !files.is_empty() || !dirs.is_empty() {
-        tracing::debug!(
-            "index stamp: {} files and {} directories changed since the last walk",
-            files.len(),
-            dirs.len()
-        );
-    }
-    Some(Changes { files, dirs, retry })
-}
-
-/// The names of the ignore files the walk follows.
-const IGNORE_FILES: [&str; 2] = [".gitignore", ".ignore"];
-
-fn is_ignore_file(rel: &str) -> bool {
-    IGNORE_FILES.contains(&rel.rsplit('/').next().unwrap_or(rel))
-}
-
-/// Whether `rel` is `dir` or lies under it.
-fn is_under(rel: &str, dir: &str) -> bool {
-    rel == dir || (rel.starts_with(dir) && rel.as_bytes().get(dir.len()) == Some(&b'/'))
-}
-
-/// What a refresh needs from the tree when the stamp says what changed: every indexed file (the
-/// unchanged ones as the index has them, the changed ones as they are now), the files new in
-/// the changed directories (each listed alone; a directory new to the stamp is walked whole),
-/// the files that could not be read before, and the directories now walked. Nothing else is
-/// listed. The walk's rules hold as they do for a full walk: links are not followed, and a
-/// directory that now holds `.git` is another repository's (it and everything under it leave
-/// the index). None when a changed directory gained an ignore file: then only a walk can tell.
-fn tree_from_changes(
-    repo: &Repo,
-    config: &Config,
-    index: &SymbolIndex,
-    stamp: &store::WalkStamp,
-    changes: &Changes,
-) -> Option<walk::Walk> {
-    let root = repo.root();
-    let known: std::collections::HashSet<&str> = stamp.dirs.iter().map(|(rel, _)| rel.as_str()).collect();
-    let mut listed: Vec<walk::Walk> = Vec::new();
-    // Directories no longer walked: gone, no longer directories, or now other repositories.
-    let mut gone: Vec<&str> = Vec::new();
-    let mut nested: Vec<String> = stamp.nested.clone();
-    for dir in &changes.dirs {
-        let abs = root.join(dir);
-        if !std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir()) {
-            gone.push(dir.as_str());
-            continue;
-        }
-        if !dir.is_empty() && std::fs::symlink_metadata(abs.join(".git")).is_ok() {
-            gone.push(dir.as_str());
-            nested.push(dir.clone());
-            continue;
-        }
-        let appeared = ignore_files(root, dir).filter(|(_, mtime)| *mtime != -1).any(|(rel, _)| {
-            stamp.paths.binary_search_by(|(p, _)| p.as_str().cmp(rel.as_str())).map_or(true, |i| stamp.paths[i].1 == -1)
-        });
-        if appeared {
-            tracing::debug!("index stamp: an ignore file appeared in '{dir}'");
-            return None;
-        }
-        let one_level = WalkOptions { max_depth: Some(1), ..WalkOptions::default() };
-        let Ok(level) = walk::walk(repo, config, &abs, &one_level) else { continue };
-        // A directory the stamp did not know is new: everything under it is.
-        for sub in &level.dirs {
-            let rel = sub.strip_prefix(root).map(crate::repo::to_slash).unwrap_or_default();
-            if sub != &abs && !known.contains(rel.as_str()) {
-                match walk::walk(repo, config, sub, &WalkOptions::default()) {
-                    Ok(w) => listed.push(w),
-                    Err(e) => tracing::debug!("walk of new directory {rel}: {e}"),
-                }
-            }
-        }
-        listed.push(level);
-    }
-    let under_gone = |rel: &str| gone.iter().any(|g| is_under(rel, g));
-    let changed: std::collections::HashSet<u32> = changes.files.iter().copied().collect();
-    let mut tree = walk::Walk::default();
-    for (i, f) in index.metas().enumerate() {
-        if !gone.is_empty() && under_gone(parent_of(f.rel)) {
-            continue;
-        }
-        let abs = root.join(f.rel);
-        let (size, mtime_ns) = if changed.contains(&(i as u32)) {
-            // Gone (or no longer a file): not in the tree.
-            let Some(now) = regular_file(&abs) else { continue };
-            now
-        } else {
-            (f.size, f.mtime_ns)
-        };
-        if size > config.max_file_size {
-            tree.too_large.push((f.rel.to_owned(), size));
-            continue;
-        }
-        tree.files.push(walk::WalkedFile { abs, rel: f.rel.to_owned(), size, mtime_ns });
-    }
-    for rel in &stamp.unreadable {
-        let abs = root.join(rel);
-        if let Some((size, mtime_ns)) = regular_file(&abs).filter(|_| !under_gone(parent_of(rel))) {
-            tree.files.push(walk::WalkedFile { abs, rel: rel.clone(), size, mtime_ns });
-        }
-    }
-    // The stamp's directories, less those gone (and what was under them).
-    let mut dirs: std::collections::BTreeSet<std::path::PathBuf> = stamp
-        .dirs
-        .iter()
-        .filter(|(rel, _)| gone.is_empty() || !under_gone(rel))
-        .map(|(rel, _)| root.join(rel))
-        .collect();
-    for w in listed {
-        tree.files.extend(w.files);
-        tree.too_large.extend(w.too_large);
-        dirs.extend(w.dirs);
-        nested.extend(w.nested);
-    }
-    tree.files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
-    tree.files.dedup_by(|a, b| a.rel == b.rel);
-    // Files passed over before still are (a change to one walks the tree again), unless their
-    // directory left the walk.
-    tree.too_large.extend(stamp.too_large.iter().filter(|(rel, _)| !under_gone(parent_of(rel))).cloned());
-    tree.too_large.sort();
-    tree.too_large.dedup_by(|a, b| a.0 == b.0);
-    tree.dirs = dirs.into_iter().collect();
-    nested.sort();
-    nested.dedup();
-    // A nested repository under a directory that left the walk is forgotten with it (a nested
-    // repository that is now one is kept: it is what left).
-    nested.retain(|n| !gone.iter().any(|g| is_under(n, g) && n != g));
-    tree.nested = nested;
-    Some(tree)
 }
 
 /// Answers a lookup without the whole index: walks the tree as [`refresh`] does, keeps the
@@ -1043,7 +724,12 @@ pub fn refresh_subset(repo: &Repo, config: &Config, lookup: &Lookup) -> (SymbolI
     (SymbolIndex::from_files(files), report)
 }
 
-fn index_file(file: &WalkedFile, lang: Lang, old: Option<(u32, &FileMeta)>, previous: &SymbolIndex) -> Outcome {
+pub(super) fn index_file(
+    file: &WalkedFile,
+    lang: Lang,
+    old: Option<(u32, &FileMeta)>,
+    previous: &SymbolIndex,
+) -> Outcome {
     let Ok(bytes) = std::fs::read(&file.abs) else { return Outcome::Unreadable(file.rel.clone()) };
     if walk::looks_binary(&bytes) {
         return Outcome::Binary(file.rel.clone());

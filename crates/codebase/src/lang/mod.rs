@@ -102,6 +102,23 @@ impl Lang {
         })
     }
 
+    /// Starts compiling [`Lang::query`] on a thread of its own, unless it was started already
+    /// (a large query takes about 10 ms: a refresh starts it as soon as it knows a file of this
+    /// language changed, and reads the file meanwhile).
+    pub fn compile_query_ahead(self) {
+        static STARTED: [std::sync::atomic::AtomicBool; Lang::ALL.len()] =
+            [const { std::sync::atomic::AtomicBool::new(false) }; Lang::ALL.len()];
+        if STARTED[self as usize].swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let spawned = std::thread::Builder::new().name("query-compile".into()).spawn(move || {
+            self.pattern_roots();
+        });
+        if let Err(e) = spawned {
+            tracing::debug!("compiling the {} query ahead: {e}", self.name());
+        }
+    }
+
     /// For every node kind id of the grammar: whether a pattern of [`Lang::query`] can match
     /// starting at a node of that kind. The extractor runs the query only at those nodes, so it
     /// never walks a function body twice. A pattern whose root is not a plain node name (a
