@@ -604,12 +604,11 @@ fn finish(
     started: Instant,
 ) -> (SymbolIndex, RefreshReport) {
     report.compaction_due = super::compact::due(&index);
-    let new_stamp = match changes {
-        Some((st, c)) => stamp::restamp(repo.root(), st, c, &report, &index, walk_started),
-        None => stamp::stamp(repo, &report, &index, walk_started),
-    };
-    tracing::debug!("index restamped, {:?} since start", started.elapsed());
-    store::save_stamp(repo.root(), &new_stamp);
+    match changes.map(|(st, c)| (st, stamp::restamp(repo.root(), st, c, &report, &index, walk_started))) {
+        Some((st, stamp::Restamp::Repoint(checksum))) => store::repoint_stamp(repo.root(), st, checksum),
+        Some((_, stamp::Restamp::Whole(new))) => store::save_stamp(repo.root(), &new),
+        None => store::save_stamp(repo.root(), &stamp::stamp(repo, &report, &index, walk_started)),
+    }
     if show_progress {
         eprintln!("code-intel: symbol index ready ({} files)", report.files);
     }

@@ -34,7 +34,7 @@ pub(super) fn stamp(
         .par_iter()
         .filter_map(|dir| {
             let rel = crate::repo::to_slash(dir.strip_prefix(root).ok()?);
-            Some((dir_entry(root, &rel, trusted_before), ignore_files(root, &rel).collect()))
+            Some((dir_entry(root, &rel, trusted_before), present_ignore_files(root, &rel).collect()))
         })
         .collect();
     let mut dirs: Vec<(String, i64)> = Vec::with_capacity(per_dir.len());
@@ -74,7 +74,7 @@ pub(super) fn restamp(
     report: &RefreshReport,
     index: &SymbolIndex,
     walk_started: std::time::SystemTime,
-) -> store::WalkStamp {
+) -> Restamp {
     let newly_passed_over = report
         .binary
         .iter()
@@ -83,7 +83,7 @@ pub(super) fn restamp(
     // Only files changed (no directory listed, none newly passed over): the stamp is as it was,
     // for the new index.
     if changes.dirs.is_empty() && newly_passed_over.clone().next().is_none() {
-        return store::WalkStamp {
+        let stamp = store::WalkStamp {
             index_checksum: index.checksum(),
             too_large: report.too_large.clone(),
             binary: report.binary.clone(),
@@ -91,6 +91,8 @@ pub(super) fn restamp(
             unreadable: report.unreadable.clone(),
             ..old.clone()
         };
+        let same = store::WalkStamp { index_checksum: old.index_checksum, ..stamp.clone() } == *old;
+        return if same { Restamp::Repoint(stamp.index_checksum) } else { Restamp::Whole(stamp) };
     }
     let trusted_before = walk_started.checked_sub(STAMP_SLACK).map_or(i64::MIN, nanos);
     let before: HashMap<&str, i64> = old.dirs.iter().map(|(rel, t)| (rel.as_str(), *t)).collect();
@@ -104,7 +106,7 @@ pub(super) fn restamp(
             Some(&t) if !listed.contains(rel.as_str()) => dirs.push((rel, t)),
             Some(_) => dirs.push(dir_entry(root, &rel, trusted_before)),
             None => {
-                paths.extend(ignore_files(root, &rel));
+                paths.extend(present_ignore_files(root, &rel));
                 dirs.push(dir_entry(root, &rel, trusted_before));
             }
         }
@@ -118,7 +120,7 @@ pub(super) fn restamp(
     for rel in newly_passed_over {
         paths.insert(rel.clone(), mtime_of(&root.join(rel)));
     }
-    store::WalkStamp {
+    Restamp::Whole(store::WalkStamp {
         index_checksum: index.checksum(),
         dirs,
         paths: paths.into_iter().collect(),
@@ -126,7 +128,14 @@ pub(super) fn restamp(
         binary: report.binary.clone(),
         nested: report.nested.clone(),
         unreadable: report.unreadable.clone(),
-    }
+    })
+}
+
+/// The stamp after a refresh that looked only at what changed.
+pub(super) enum Restamp {
+    /// The stamp as it was, for the index with this checksum.
+    Repoint([u8; 32]),
+    Whole(store::WalkStamp),
 }
 
 /// The directory part of a relative path (`""` at the root).
@@ -151,7 +160,14 @@ pub(super) fn dir_entry(root: &Path, rel: &str, trusted_before: i64) -> (String,
     (rel.to_owned(), if mtime >= trusted_before { i64::MIN } else { mtime })
 }
 
-/// The ignore files that can rule directory `rel`, with their times.
+/// The ignore files that exist in directory `rel`, with their times. (One that does not exist
+/// is not stamped: creating it changes its directory's time, and listing the directory notices
+/// it.)
+pub(super) fn present_ignore_files<'a>(root: &'a Path, rel: &'a str) -> impl Iterator<Item = (String, i64)> + 'a {
+    ignore_files(root, rel).filter(|(_, mtime)| *mtime != -1)
+}
+
+/// The ignore files that can rule directory `rel`, with their times (-1: absent).
 pub(super) fn ignore_files<'a>(root: &'a Path, rel: &'a str) -> impl Iterator<Item = (String, i64)> + 'a {
     IGNORE_FILES.into_iter().map(move |name| {
         let file = if rel.is_empty() { name.to_owned() } else { format!("{rel}/{name}") };
@@ -210,6 +226,7 @@ pub(super) fn changes_since(root: &Path, index: &SymbolIndex, stamp: &store::Wal
     // The files first: a changed one's language query starts compiling at once, while the rest
     // is checked (and then its file is read).
     let metas: Vec<FileMeta> = index.metas().collect();
+    tracing::debug!("index stamp: {} files listed from the index in {:?}", metas.len(), started.elapsed());
     let files: Vec<u32> = metas
         .par_iter()
         .enumerate()

@@ -171,8 +171,9 @@ pub struct WalkStamp {
     /// Directories the walk entered (repository-relative, `""` for the root), with their
     /// modification times (`i64::MIN`: not trusted, list it again).
     pub dirs: Vec<(String, i64)>,
-    /// The ignore files that rule the walk, the config, and the source files it passed over,
-    /// with their modification times (-1: absent): when one changes, the tree is walked again.
+    /// The ignore files that rule the walk (those present), `info/exclude`, the config, and the
+    /// source files it passed over, with their modification times (-1: absent): when one
+    /// changes, the tree is walked again.
     pub paths: Vec<(String, i64)>,
     /// What the walk passed over, as a refresh reports it: too large (with sizes), binary.
     pub too_large: Vec<(String, u64)>,
@@ -187,6 +188,44 @@ pub struct WalkStamp {
 pub fn load_stamp(repo_root: &Path) -> Option<WalkStamp> {
     let bytes = std::fs::read(index_dir(repo_root).join(STAMP_FILE)).ok()?;
     crate::derived::decode(&bytes, STAMP_MAGIC)
+}
+
+/// Points the stored stamp, which must be `old`, at the index with checksum `index_checksum`:
+/// what a refresh that changed only files does (the rest of the stamp holds as it was). Written
+/// in place, not through a new file (renaming a new file over the old one makes the file system
+/// flush it, a few ms): the checksum in the body and the file's trailer. A reader that catches
+/// it half-way, or a kill between the two writes, leaves a stamp whose trailer does not match:
+/// it is not trusted, and the next refresh walks the tree. Anything unexpected on disk: the
+/// whole stamp is written instead.
+pub fn repoint_stamp(repo_root: &Path, old: &WalkStamp, index_checksum: [u8; 32]) {
+    use std::os::unix::fs::FileExt;
+    let path = index_dir(repo_root).join(STAMP_FILE);
+    let patched = (|| -> std::io::Result<bool> {
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut &file, &mut bytes)?;
+        let body_end = bytes.len().saturating_sub(32);
+        // The body starts with the magic and then the checksum it vouches for (postcard writes
+        // a byte array as its bytes).
+        let in_place = crate::derived::decode::<WalkStamp>(&bytes, STAMP_MAGIC).is_some_and(|on_disk| on_disk == *old)
+            && bytes.get(STAMP_MAGIC.len()..STAMP_MAGIC.len() + 32) == Some(&old.index_checksum[..]);
+        if !in_place {
+            return Ok(false);
+        }
+        bytes[STAMP_MAGIC.len()..STAMP_MAGIC.len() + 32].copy_from_slice(&index_checksum);
+        let trailer = *blake3::hash(&bytes[..body_end]).as_bytes();
+        file.write_all_at(&index_checksum, STAMP_MAGIC.len() as u64)?;
+        file.write_all_at(&trailer, body_end as u64)?;
+        Ok(true)
+    })();
+    match patched {
+        Ok(true) => {}
+        Ok(false) => save_stamp(repo_root, &WalkStamp { index_checksum, ..old.clone() }),
+        Err(e) => {
+            tracing::debug!("walk stamp: {e}; writing it whole");
+            save_stamp(repo_root, &WalkStamp { index_checksum, ..old.clone() });
+        }
+    }
 }
 
 pub fn save_stamp(repo_root: &Path, stamp: &WalkStamp) {
@@ -225,6 +264,28 @@ mod tests {
         let files = sample();
         let sources: Vec<Source> = files.iter().map(IndexedFile::as_source).collect();
         save(dir, &sources, &[])
+    }
+
+    #[test]
+    fn a_stamp_repointed_in_place_reads_back_with_the_new_checksum() {
+        let dir = tempfile::tempdir().unwrap();
+        let stamp = WalkStamp {
+            index_checksum: [7; 32],
+            dirs: vec![(String::new(), 5), ("src".into(), 9)],
+            paths: vec![(".gitignore".into(), 3)],
+            binary: vec!["a.bin".into()],
+            ..WalkStamp::default()
+        };
+        save_stamp(dir.path(), &stamp);
+        let stamped = std::fs::metadata(index_dir(dir.path()).join(STAMP_FILE)).unwrap();
+        repoint_stamp(dir.path(), &stamp, [9; 32]);
+        assert_eq!(load_stamp(dir.path()), Some(WalkStamp { index_checksum: [9; 32], ..stamp.clone() }));
+        // In place: the same file.
+        let repointed = std::fs::metadata(index_dir(dir.path()).join(STAMP_FILE)).unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::ino(&repointed), std::os::unix::fs::MetadataExt::ino(&stamped));
+        // Not the stamp it expects: written whole.
+        repoint_stamp(dir.path(), &stamp, [1; 32]);
+        assert_eq!(load_stamp(dir.path()), Some(WalkStamp { index_checksum: [1; 32], ..stamp.clone() }));
     }
 
     #[test]
