@@ -161,20 +161,27 @@ pub struct FileReport {
 }
 
 pub fn init(root: &Path, force: bool, share: bool) -> std::io::Result<Vec<FileReport>> {
-    let mut manifest: BTreeMap<String, String> =
-        std::fs::read(root.join(MANIFEST)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    // What init wrote before. Unreadable: an error; not JSON: as if init had written nothing,
+    // so every file that differs from ours is kept as the user's.
+    let mut manifest: BTreeMap<String, String> = match read_bytes(root, MANIFEST)? {
+        Some(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!("{MANIFEST} is not what init writes ({e}); every file that differs from ours is kept");
+            BTreeMap::new()
+        }),
+        None => BTreeMap::new(),
+    };
     let mut report = Vec::new();
     for (rel, content) in owned_files() {
         let rel = rel.as_str();
         let path = root.join(rel);
         let fingerprint = blake3::hash(content.as_bytes()).to_hex().to_string();
-        let action = match std::fs::read(&path) {
-            Err(_) => {
+        let action = match read_bytes(root, rel)? {
+            None => {
                 write(&path, content.as_bytes())?;
                 Action::Created
             }
-            Ok(existing) if existing == content.as_bytes() => Action::Unchanged,
-            Ok(existing) => {
+            Some(existing) if existing == content.as_bytes() => Action::Unchanged,
+            Some(existing) => {
                 let ours = manifest.get(rel).is_some_and(|h| *h == blake3::hash(&existing).to_hex().to_string());
                 if ours || force {
                     write(&path, content.as_bytes())?;
@@ -230,7 +237,7 @@ pub fn init(root: &Path, force: bool, share: bool) -> std::io::Result<Vec<FileRe
         report.push(share_refs(root)?);
     }
     let manifest_text = serde_json::to_vec_pretty(&manifest).map_err(std::io::Error::other)?;
-    if std::fs::read(root.join(MANIFEST)).ok().as_deref() != Some(manifest_text.as_slice()) {
+    if read_bytes(root, MANIFEST)?.as_deref() != Some(manifest_text.as_slice()) {
         write(&root.join(MANIFEST), &manifest_text)?;
     }
     Ok(report)
@@ -243,14 +250,30 @@ fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
     // Where git runs hooks from (the common git directory, whichever work tree init runs in).
     let dir = crate::branches::gate::hooks_dir(&repo, root);
     let hook = dir.join("pre-commit");
-    let existing = std::fs::read_to_string(&hook).ok();
-    if existing.as_deref() == Some(PRE_COMMIT_HOOK) {
+    // Any hook that is not ours, a script or a program, is kept and run first.
+    let existing = read_bytes(&dir, "pre-commit")?;
+    if existing.as_deref() == Some(PRE_COMMIT_HOOK.as_bytes()) {
         return Ok(report(Action::Unchanged));
     }
+    let ours = |bytes: &[u8]| bytes.windows(HOOK_MARKER.len()).any(|w| w == HOOK_MARKER.as_bytes());
     let action = match &existing {
-        Some(text) if text.contains(HOOK_MARKER) => Action::Updated,
+        Some(bytes) if ours(bytes) => Action::Updated,
         Some(_) => {
-            std::fs::rename(&hook, dir.join(CHAINED_HOOK))?;
+            let chained = dir.join(CHAINED_HOOK);
+            if chained.exists() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} is not git-code-intel's hook, and {} (the hook init kept before) exists too: \
+                         init would lose one of them; merge them by hand, then run init again",
+                        hook.display(),
+                        chained.display()
+                    ),
+                ));
+            }
+            std::fs::rename(&hook, &chained).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot move {} to {}: {e}", hook.display(), chained.display()))
+            })?;
             Action::Merged
         }
         None => Action::Created,
@@ -439,7 +462,7 @@ fn ensure_object<'a>(doc: &'a mut Value, key: &str) -> &'a mut serde_json::Map<S
 
 fn merge_json(root: &Path, rel: &str, add: impl FnOnce(&mut Value) -> bool) -> std::io::Result<FileReport> {
     let path = root.join(rel);
-    let existing = std::fs::read_to_string(&path).ok();
+    let existing = read_text(root, rel)?;
     let mut doc = match &existing {
         Some(text) if !text.trim().is_empty() => serde_json::from_str::<Value>(text).map_err(|e| {
             std::io::Error::new(
@@ -461,7 +484,7 @@ fn merge_json(root: &Path, rel: &str, add: impl FnOnce(&mut Value) -> bool) -> s
 
 fn merge_text(root: &Path, rel: &str, change: impl FnOnce(&str) -> Option<String>) -> std::io::Result<FileReport> {
     let path = root.join(rel);
-    let existing = std::fs::read_to_string(&path).ok();
+    let existing = read_text(root, rel)?;
     match change(existing.as_deref().unwrap_or("")) {
         None => Ok(FileReport { path: rel.to_owned(), action: Action::Unchanged, note: None }),
         Some(text) => {
@@ -484,13 +507,44 @@ fn separator(text: &str) -> &'static str {
     }
 }
 
-/// Writes through a temporary file and a rename, so a killed process leaves the old file or
-/// the new one, never half of it.
+/// The bytes of `rel` under `dir`, or None when there is no such file. Any other failure is an
+/// error naming the file: init never replaces what it could not read.
+fn read_bytes(dir: &Path, rel: &str) -> std::io::Result<Option<Vec<u8>>> {
+    let path = dir.join(rel);
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(std::io::Error::new(
+            e.kind(),
+            format!(
+                "cannot read {} ({e}); init leaves it alone: fix or remove it, then run init again",
+                path.display()
+            ),
+        )),
+    }
+}
+
+/// Like [`read_bytes`], for a file init merges text into: one that is not UTF-8 is an error too.
+fn read_text(root: &Path, rel: &str) -> std::io::Result<Option<String>> {
+    read_bytes(root, rel)?
+        .map(|bytes| {
+            String::from_utf8(bytes).map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{rel} is not UTF-8 text; init does not merge into it: fix it or remove it"),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// Writes through a temporary file and a rename (the one atomic writer of derived and owned
+/// files), so a killed process leaves the old file or the new one, never half of it.
 fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
     }
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    code_intel_codebase::derived::write_atomically(path, |file| std::io::Write::write_all(file, bytes))
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display())))
 }

@@ -449,3 +449,66 @@ fn init_names_the_first_run_steps_and_doctor_checks_them() {
         }
     }
 }
+
+/// A file init merges into but cannot read as text, or a path it owns that is not a file: init
+/// stops and names it, and nothing is overwritten (it used to be taken as absent and replaced).
+#[test]
+fn a_file_init_cannot_read_is_reported_not_overwritten() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    let latin1 = b"{\"note\": \"caf\xe9\"}\n".to_vec();
+    std::fs::write(root.join(".mcp.json"), &latin1).unwrap();
+    let before = snapshot(root);
+    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(".mcp.json is not UTF-8 text"), "{stderr}");
+    assert_eq!(std::fs::read(root.join(".mcp.json")).unwrap(), latin1);
+    // What init wrote before stopping is its own files; nothing of the user's changed.
+    for (path, bytes) in &before {
+        assert_eq!(std::fs::read(root.join(path)).ok().as_ref(), Some(bytes), "{path} changed");
+    }
+
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::write(root.join("AGENTS.md"), b"# Agents\n\xff\xfe\n").unwrap();
+    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AGENTS.md is not UTF-8 text"));
+    assert_eq!(std::fs::read(root.join("AGENTS.md")).unwrap(), b"# Agents\n\xff\xfe\n");
+
+    // A directory where init keeps a file of its own.
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".code-intel/context.yml/inside")).unwrap();
+    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot read") && stderr.contains("context.yml"), "{stderr}");
+    assert!(root.join(".code-intel/context.yml/inside").is_dir());
+}
+
+/// A pre-commit hook that is a program (not UTF-8 text) is kept and chained like a script, not
+/// replaced; and when a kept hook exists already, a second foreign hook is not moved over it.
+#[test]
+fn a_binary_pre_commit_hook_is_chained_not_replaced() {
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    let hooks = root.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let program = b"\x7fELF\x02\x01\x01\x00\xff\xfe not a script".to_vec();
+    std::fs::write(hooks.join("pre-commit"), &program).unwrap();
+    let report = init(root, &[]);
+    assert_eq!(action(&report, ".git/hooks/pre-commit"), "merged");
+    assert_eq!(std::fs::read(hooks.join("pre-commit.before-code-intel")).unwrap(), program);
+    assert!(std::fs::read_to_string(hooks.join("pre-commit")).unwrap().contains("git-code-intel pre-commit hook"));
+
+    // Someone puts another hook in place of ours: moving it would lose the kept one.
+    std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\necho another\n").unwrap();
+    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("merge them by hand"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(hooks.join("pre-commit")).unwrap(), "#!/bin/sh\necho another\n");
+    assert_eq!(std::fs::read(hooks.join("pre-commit.before-code-intel")).unwrap(), program);
+}
