@@ -244,10 +244,13 @@ pub enum HookCommand {
 
 pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
     // Commands that read or change the session finish what a killed process left first.
-    if matches!(command, Command::Status | Command::Clean { .. } | Command::ReviewChanges)
-        && let Some(report) = crate::session::Sessions::open(ws).recover(ws)
-    {
-        eprintln!("git-code-intel: {report}");
+    if matches!(command, Command::Status | Command::Clean { .. } | Command::ReviewChanges) {
+        match crate::session::Sessions::open(ws).recover(ws) {
+            Ok(Some(report)) => eprintln!("git-code-intel: {report}"),
+            Ok(None) => {}
+            // The command goes on (status still shows what it can); the error says what to do.
+            Err(e) => eprintln!("git-code-intel: {e}"),
+        }
     }
     match command {
         // Handled by main before a repository is opened.

@@ -54,8 +54,10 @@ pub struct CodeIntelServer {
 impl CodeIntelServer {
     pub fn new(ws: Workspace) -> Self {
         let sessions = Sessions::open(&ws);
-        if let Some(report) = sessions.recover(&ws) {
-            tracing::warn!("at start: {report}");
+        match sessions.recover(&ws) {
+            Ok(Some(report)) => tracing::warn!("at start: {report}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("at start: {e}"),
         }
         lint_project_contract(&ws);
         if ws.config.sync_on_start && ws.semantic.available() {

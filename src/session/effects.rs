@@ -174,9 +174,12 @@ impl Sessions {
                 let (Some(task), Some(base)) = (st.task_branch.clone(), st.base_branch.clone()) else {
                     return Err((msg::MERGE_NO_TASK_BRANCH, vec![], String::new()).into());
                 };
+                // A branch that is not there is one thing; a repository or ref git cannot read
+                // is another, and says why.
                 let exists = branches::open(root)
-                    .ok()
-                    .and_then(|r| branches::ref_id(&r, &format!("refs/heads/{task}")).ok().flatten());
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| branches::ref_id(&r, &format!("refs/heads/{task}")).map_err(|e| e.to_string()))
+                    .map_err(|e| (msg::MERGE_FAILED, vec![], format!("cannot read refs/heads/{task}: {e}")))?;
                 if exists.is_none() {
                     return Err((msg::MERGE_NO_TASK_BRANCH, vec![], format!("{task} is missing")).into());
                 }

@@ -346,3 +346,43 @@ async fn kills_at_random_points_lose_nothing_and_block_nothing() {
     }
     eprintln!("{kills} kills, {resumed_servers} resumed to the end; by point: {by_point:?}");
 }
+
+/// An operation journal that cannot be read, and cannot be moved aside either (something is in
+/// the way): recovery says so, at the server's start and to the agent on the next change to a
+/// session, instead of reporting it moved while leaving it in place.
+#[tokio::test]
+async fn an_unreadable_journal_that_cannot_be_moved_aside_is_reported() {
+    let dir = crate::common::committed_project();
+    let root = dir.path();
+    let journal = root.join(".git/code-intel/operation.json");
+    std::fs::create_dir_all(journal.parent().unwrap()).unwrap();
+    std::fs::write(&journal, "{ torn").unwrap();
+    // Where recovery moves an unreadable journal: a directory that is not empty.
+    std::fs::create_dir_all(root.join(".git/code-intel/operation.unreadable.json/kept")).unwrap();
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_git-code-intel"))
+        .arg("serve")
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("could not be moved aside") && stderr.contains("operation.json"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), "{ torn");
+
+    let client = connect_with_env(root, &[]).await;
+    let r =
+        crate::common::mcp_client::err(&client, "start_session", json!({"intent": "IMPLEMENT", "query": QUERY})).await;
+    assert_eq!(r["error"], "git_error", "{r}");
+    let message = r["message"].as_str().unwrap_or_default();
+    assert!(message.contains("could not be moved aside") && message.contains("move or delete it"), "{r}");
+    drop(client);
+
+    // Once a person clears the way, the next change moves it aside and goes on.
+    std::fs::remove_dir_all(root.join(".git/code-intel/operation.unreadable.json")).unwrap();
+    let client = connect_with_env(root, &[]).await;
+    let r =
+        crate::common::mcp_client::ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": QUERY})).await;
+    assert!(r["recovered"].as_str().unwrap_or_default().contains("moved to"), "{r}");
+    assert!(!journal.exists());
+}

@@ -415,3 +415,32 @@ async fn a_garbage_finding_goes_back_to_ready_to_fix() {
     fsck(root);
     client.cancel().await.unwrap();
 }
+
+/// A task branch git cannot read at MERGE is a failed merge that says why, not a missing
+/// branch: the session stays in MERGE, and once the ref reads again the merge goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_task_branch_at_merge_is_reported_as_such() {
+    let repo = repo("main");
+    let root = repo.path();
+    let client = connect(root).await;
+    to_pre_commit(&client, root).await;
+    commit_and_review(&client).await;
+    submit(&client, json!({"quality_prompt_used": "q.md", "quality_score": "ok", "issues": [], "tools_used": [], "summary": "fine"})).await;
+    let branch = git(root, &["symbolic-ref", "--short", "HEAD"]);
+    git(root, &["pack-refs", "--no-prune"]);
+    let loose = root.join(".git/refs/heads").join(&branch);
+    let tip = std::fs::read_to_string(&loose).unwrap();
+    std::fs::write(&loose, "this is not an object id\n").unwrap();
+    let r = call(&client, "submit_phase", json!({"data": {"summary": "merge it"}})).await;
+    assert_eq!(r.is_error, Some(true));
+    let e = structured(&r);
+    assert_eq!(e["error"], "merge_failed", "{e}");
+    let details = e["details"].as_str().unwrap_or_default();
+    assert!(details.contains("cannot read") && details.contains(&branch), "{e}");
+    assert_eq!(ok(&client, "get_session_status", json!({})).await["phase"], "MERGE", "still in MERGE, can retry");
+    std::fs::write(&loose, tip).unwrap();
+    let r = submit(&client, json!({"summary": "merge it"})).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE", "{r}");
+    fsck(root);
+    client.cancel().await.unwrap();
+}

@@ -197,8 +197,18 @@ pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> R
                 // Written atomically, so a torn one cannot exist; an unreadable one is kept
                 // aside for a person to look at.
                 let aside = path.with_extension("unreadable.json");
-                let _ = std::fs::rename(&path, &aside);
-                return Ok(Some(format!("an unreadable operation journal was moved to {}: {e}", aside.display())));
+                return match std::fs::rename(&path, &aside) {
+                    Ok(()) => {
+                        Ok(Some(format!("an unreadable operation journal was moved to {}: {e}", aside.display())))
+                    }
+                    // Left in place, it would be found (and reported moved) by every command.
+                    Err(moved) => Err(crate::Error::Git(format!(
+                        "the operation journal {} is unreadable ({e}) and could not be moved aside to {} ({moved}): \
+                         move or delete it, then retry",
+                        path.display(),
+                        aside.display()
+                    ))),
+                };
             }
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

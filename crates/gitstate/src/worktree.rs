@@ -330,11 +330,16 @@ pub fn restore(
                     return std::fs::rename(&tmp, &path).map_err(crate::git);
                 }
             }
-            std::fs::write(&tmp, &blob.data).map_err(crate::git)?;
+            std::fs::write(&tmp, &blob.data).map_err(|e| crate::Error::Git(format!("{}: {e}", tmp.display())))?;
+            // An executable blob comes back executable, or the restore fails and says so (the
+            // file as it was stays in place).
             #[cfg(unix)]
             if kind == EntryKind::BlobExecutable {
                 use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755));
+                if let Err(e) = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)) {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(crate::Error::Git(format!("cannot make {} executable: {e}", path.display())));
+                }
             }
             crate::atomic::failpoint("file-written");
             std::fs::rename(&tmp, &path).map_err(|e| {
