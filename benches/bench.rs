@@ -19,6 +19,10 @@
 //!
 //! `code-intel-bench <binary> <corpus> semantic` (or `retrieval`, `git`, `memory`, `scale`, `share`, `hostile`,
 //! `lookups`, `codanna`, `tools`, `cold`, `edits`) runs only that part.
+#![allow(
+    clippy::let_underscore_must_use,
+    reason = "a benchmark's setup and teardown (scratch files, servers it stops) may fail without changing what it measures; each figure is checked where it is taken"
+)]
 // A benchmark reports on stdout.
 #![allow(clippy::print_stdout)]
 

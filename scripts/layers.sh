@@ -21,10 +21,11 @@ check() {
         status=1
     fi
 }
+check code-intel-files ""
 check code-intel-workflow ""
-check code-intel-gitstate ""
-check code-intel-codebase "code-intel-workflow"
-check code-intel-semantic "code-intel-codebase code-intel-gitstate code-intel-workflow"
+check code-intel-gitstate "code-intel-files"
+check code-intel-codebase "code-intel-files code-intel-workflow"
+check code-intel-semantic "code-intel-codebase code-intel-files code-intel-gitstate code-intel-workflow"
 tree=$(cargo tree --locked -p code-intel-workflow -e normal,build,dev --prefix none)
 heavy=$(printf '%s\n' "$tree" | awk '{print $1}' |
     { grep -E '^(faiss|faiss-sys|ort|ort-sys|fastembed|cmake|gix|tree-sitter.*)$' || true; } | sort -u | tr '\n' ' ')

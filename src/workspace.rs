@@ -229,7 +229,7 @@ impl Workspace {
                 }
                 Some((_lock, Ok(aside))) => {
                     // A refresh moved the index on meanwhile: this base is already behind.
-                    let _ = std::fs::remove_file(aside);
+                    code_intel_codebase::derived::discard(aside);
                 }
                 Some((_, Err(e))) => tracing::warn!("could not compact the index: {e}"),
                 None => {}

@@ -133,8 +133,10 @@ fn run_hook(repo: &gix::Repository, root: &Path, tree: ObjectId) -> Result<(), G
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if started.elapsed() > HOOK_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
+                // Already gone is fine: either way it is reaped below or by the system.
+                if let Err(e) = child.kill().and_then(|()| child.wait().map(drop)) {
+                    tracing::debug!("stopping the hook: {e}");
+                }
                 break None;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
@@ -145,7 +147,7 @@ fn run_hook(repo: &gix::Repository, root: &Path, tree: ObjectId) -> Result<(), G
     for r in readers {
         output.push_str(&r.join().unwrap_or_default());
     }
-    let _ = std::fs::remove_file(&index_path);
+    code_intel_codebase::derived::discard(&index_path);
     let hook_name = hook.display().to_string();
     match status {
         Some(s) if s.success() => Ok(()),
@@ -162,8 +164,14 @@ fn run_hook(repo: &gix::Repository, root: &Path, tree: ObjectId) -> Result<(), G
 fn read_some(stream: Option<&mut impl Read>) -> String {
     let mut buf = Vec::new();
     if let Some(s) = stream {
-        let _ = s.take(HOOK_OUTPUT_BYTES as u64 * 2).read_to_end(&mut buf);
-        let _ = std::io::copy(s, &mut std::io::sink());
+        // What could not be read is not shown; the hook's exit status decides.
+        let read = s
+            .take(HOOK_OUTPUT_BYTES as u64 * 2)
+            .read_to_end(&mut buf)
+            .and_then(|_| std::io::copy(s, &mut std::io::sink()));
+        if let Err(e) = read {
+            tracing::debug!("reading the hook's output: {e}");
+        }
     }
     String::from_utf8_lossy(&buf).into_owned()
 }

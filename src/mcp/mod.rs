@@ -72,8 +72,9 @@ impl CodeIntelServer {
                 }
                 if semantic.needs_sync(&config, u64::MAX)
                     && let Some(handle) = semantic.start_sync(repo, config, u64::MAX)
+                    && handle.join().is_err()
                 {
-                    let _ = handle.join();
+                    tracing::warn!("the Forest sync stopped on a panic");
                 }
             });
             if let Err(e) = spawned {
@@ -613,7 +614,10 @@ pub async fn serve_stdio(ws: Workspace) -> anyhow::Result<()> {
     // rmcp waits up to 5 s for handlers still running once stdin closes; quick ones get half
     // a second to answer, the rest are abandoned.
     let stdin_closed = async {
-        let _ = closed.wait_for(|c| *c).await;
+        if closed.wait_for(|c| *c).await.is_err() {
+            // The reader is gone without saying: stdin is closed all the same.
+            tracing::debug!("stdin reader gone");
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     tokio::select! {
@@ -621,8 +625,13 @@ pub async fn serve_stdio(ws: Workspace) -> anyhow::Result<()> {
         _ = stdin_closed => {}
     }
     let stop = tokio::task::spawn_blocking(move || semantic.stop_sync(Duration::from_millis(1000)));
-    let _ = tokio::time::timeout(Duration::from_millis(1100), stop).await;
-    let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
+    // What does not finish in time is abandoned: the process exits.
+    if tokio::time::timeout(Duration::from_millis(1100), stop).await.is_err() {
+        tracing::debug!("the Forest sync did not stop within 1.1 s");
+    }
+    if tokio::time::timeout(Duration::from_millis(200), writer).await.is_err() {
+        tracing::debug!("stdout was not flushed within 200 ms");
+    }
     Ok(())
 }
 

@@ -54,7 +54,10 @@ impl Stdio {
     fn queue(&self, message: &Value) {
         let mut line = serde_json::to_vec(message).unwrap_or_default();
         line.push(b'\n');
-        let _ = self.output.send(line);
+        // The writer is gone only when the server is shutting down: nobody is left to answer.
+        if self.output.send(line).is_err() {
+            tracing::debug!("stdout writer gone; a message was dropped");
+        }
     }
 
     /// Answers a line that is not a message it can take.
@@ -165,7 +168,7 @@ impl Transport<RoleServer> for Stdio {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!("cannot read stdin: {e}");
-                    let _ = self.closed.send(true);
+                    self.closed.send_replace(true);
                     return None;
                 }
             };
@@ -181,7 +184,7 @@ impl Transport<RoleServer> for Stdio {
             }
             if n == 0 && !complete && (self.line.is_empty() || self.skipping) {
                 // End of input. (A last line without a newline is taken first, below.)
-                let _ = self.closed.send(true);
+                self.closed.send_replace(true);
                 return None;
             }
             let line = std::mem::take(&mut self.line);

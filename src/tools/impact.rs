@@ -392,7 +392,8 @@ fn mention_search(ws: &Workspace, words: &BTreeSet<String>) -> BTreeMap<String, 
             let mut searcher = SearcherBuilder::new().binary_detection(BinaryDetection::quit(b'\x00')).build();
             let mut names = BTreeSet::new();
             let mut lines = BTreeSet::new();
-            let _ = searcher.search_path(
+            // A file that cannot be read mentions nothing this lookup can show.
+            let searched = searcher.search_path(
                 &matcher,
                 &f.abs,
                 UTF8(|line, text| {
@@ -405,6 +406,9 @@ fn mention_search(ws: &Workspace, words: &BTreeSet<String>) -> BTreeMap<String, 
                     Ok(true)
                 }),
             );
+            if let Err(e) = searched {
+                tracing::debug!("impact: cannot search {}: {e}", f.rel);
+            }
             (!names.is_empty()).then(|| (f.rel.clone(), names, lines))
         })
         .collect();

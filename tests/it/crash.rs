@@ -169,14 +169,14 @@ fn advance_main(root: &Path) {
     let source = root.join(".git/upstream-app.py");
     std::fs::write(&source, text).unwrap();
     let blob = run_git(root, &["hash-object", "-w", source.to_str().unwrap()], &[]);
-    let _ = std::fs::remove_file(&source);
+    crate::common::remove_if_present(&source);
     // A temporary index holds main's tree with src/app.py replaced.
     let index = root.join(".git/upstream-index");
     let env = [("GIT_INDEX_FILE", index.to_str().unwrap())];
     run_git(root, &["read-tree", "main"], &env);
     run_git(root, &["update-index", "--cacheinfo", &format!("100644,{blob},src/app.py")], &env);
     let tree = run_git(root, &["write-tree"], &env);
-    let _ = std::fs::remove_file(index);
+    crate::common::remove_if_present(index);
     let commit = run_git(
         root,
         &[
@@ -340,7 +340,7 @@ async fn kills_at_random_points_lose_nothing_and_block_nothing() {
         check(root, &before, *merge, point);
         if let Some((other, snapshot)) = &other {
             assert_eq!(&snapshot_of(other), snapshot, "kill {i} at {point}: the other work tree was disturbed");
-            let _ = std::fs::remove_dir_all(other);
+            crate::common::remove_dir_if_present(other);
         }
         *by_point.entry(point.split('#').next().unwrap_or("").to_owned()).or_default() += 1;
     }

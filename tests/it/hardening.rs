@@ -295,7 +295,7 @@ fn exit_time(child: &mut std::process::Child, limit: std::time::Duration) -> Opt
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let _ = child.kill();
+    crate::common::end(child);
     None
 }
 

@@ -52,7 +52,7 @@ fn random_changes(root: &Path, rng: &mut fastrand::Rng, next: &mut usize) {
         let rel = &present[rng.usize(..present.len())];
         match rng.usize(..4) {
             0 => {
-                let _ = std::fs::remove_file(root.join(rel));
+                crate::common::remove_if_present(root.join(rel));
             }
             1 => {
                 *next += 1;
@@ -88,7 +88,7 @@ fn answers(root: &Path) -> Vec<String> {
 fn rebuilt_answers(root: &Path) -> Vec<String> {
     let copy = tempfile::tempdir().unwrap();
     copy_dir(root, copy.path());
-    let _ = std::fs::remove_dir_all(copy.path().join(".code-intel"));
+    crate::common::remove_dir_if_present(copy.path().join(".code-intel"));
     let (code, _, stderr) = run_cli(copy.path(), &["index", "--symbols-only", "--rebuild"], "");
     assert_eq!(code, 0, "{stderr}");
     answers(copy.path())
@@ -124,8 +124,7 @@ fn lookups_after_random_edits_and_killed_compactions_equal_a_rebuild() {
         if child.try_wait().unwrap().is_none() {
             killed += 1;
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        crate::common::end(&mut child);
         random_changes(root, &mut rng, &mut next);
         assert_eq!(answers(root), rebuilt_answers(root), "round {round}");
     }

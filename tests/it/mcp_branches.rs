@@ -32,7 +32,7 @@ fn commit_on(root: &Path, branch: &str, file: &str, content: &str) {
     let tree = run_env(root, &["write-tree"], &env);
     let commit = git(root, &["commit-tree", &tree, "-p", &parent, "-m", &format!("teammate changes {file}")]);
     git(root, &["update-ref", &format!("refs/heads/{branch}"), &commit]);
-    let _ = std::fs::remove_file(tmp_index);
+    crate::common::remove_if_present(tmp_index);
 }
 
 fn pipe(root: &Path, args: &[&str], input: &str) -> String {

@@ -106,9 +106,11 @@ fn flipper(root: PathBuf, outside: PathBuf, stop: Arc<AtomicBool>) -> std::threa
             for (name, inside, out) in &links {
                 let target = if flips.is_multiple_of(2) { out } else { inside };
                 let tmp = root.join(format!(".{name}.flipping"));
-                let _ = std::fs::remove_file(&tmp);
+                crate::common::remove_if_present(&tmp);
                 if symlink(target, &tmp).is_ok() {
-                    let _ = std::fs::rename(&tmp, root.join(name));
+                    // Racing the server's reads on purpose: a rename that fails leaves the link
+                    // as it was, and the next flip tries again.
+                    std::fs::rename(&tmp, root.join(name)).unwrap_or_default();
                 }
             }
             flips += 1;

@@ -7,6 +7,8 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use code_intel_files::Temp;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -27,7 +29,7 @@ pub fn ensure_ignored_dir(dir: &Path) -> std::io::Result<()> {
         if std::fs::write(&tmp, TEXT).is_ok() && std::fs::rename(&tmp, &ignore).is_ok() {
             return Ok(());
         }
-        let _ = std::fs::remove_file(&tmp);
+        discard(&tmp);
     }
     std::fs::write(&ignore, TEXT)
 }
@@ -56,69 +58,25 @@ pub fn write<T: Serialize + ?Sized>(path: &Path, magic: &[u8; 8], value: &T) -> 
     })
 }
 
-/// Writes `path` through `write` into a temporary file beside it (named after this process,
-/// see [`remove_orphans`]), renamed into place once complete: a reader sees the old file or the
-/// new one, never a part. On an error the temporary file is removed and the old file stays.
+/// Writes `path` through `write` atomically (see [`code_intel_files`]; derived data names its
+/// temporary files after the process, so concurrent writers never share one).
 pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let tmp = write_aside(path, write)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    code_intel_files::write_atomically(path, Temp::PerProcess, write)
 }
 
 /// Like [`write_atomically`], without the rename: returns the complete temporary file, for a
-/// caller that puts it in place later (or removes it).
+/// caller that puts it in place later (or discards it).
 pub fn write_aside(
     path: &Path,
     write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
 ) -> std::io::Result<std::path::PathBuf> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = path.with_file_name(format!("{name}.tmp.{}", std::process::id()));
-    let written = std::fs::File::create(&tmp).and_then(|mut file| write(&mut file));
-    match written {
-        Ok(()) => Ok(tmp),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    code_intel_files::write_aside(path, Temp::PerProcess, write)
 }
 
-/// Removes the temporary files of [`write_atomically`] in `dir` that a killed process left
-/// behind (their process is gone); a live process's are left alone.
-pub fn remove_orphans(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.rsplit_once(".tmp.")).and_then(|(_, pid)| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !process_alive(pid) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// True while process `pid` runs (elsewhere than on Unix, assumed alive).
-pub fn process_alive(pid: u32) -> bool {
-    #[cfg(unix)]
-    {
-        let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
-        // SAFETY: signal 0 only checks that the process exists and may be signalled.
-        let sent = unsafe { libc::kill(pid, 0) };
-        // EPERM: it exists, under another user.
-        sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = pid;
-        true
-    }
-}
+pub use code_intel_files::{discard, process_alive, remove_orphans};
 
 /// Passes bytes through to `inner`, hashing them on the way.
 struct Checksummed<W> {

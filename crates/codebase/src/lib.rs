@@ -4,8 +4,8 @@
 //! [`derived`]-file format it is written in, the [`garbage`] checks of the pre-commit hook, and
 //! the commands that [`verify`] a change.
 //!
-//! It may use the pure workflow crate and nothing else of this workspace: no refs, no sessions,
-//! no embeddings, no MCP.
+//! It may use the pure workflow crate and the atomic writer (`code-intel-files`), nothing else of
+//! this workspace: no refs, no sessions, no embeddings, no MCP.
 
 // What this crate exports is its contract with the layers above: nothing public by accident.
 #![warn(unreachable_pub)]

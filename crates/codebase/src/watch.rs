@@ -136,7 +136,9 @@ mod backend {
 
         pub(super) fn unwatch(&mut self, _dir: &Path, handle: Handle) {
             // Fails only when the directory is already gone, which removed the watch.
-            let _ = self.watches.remove(handle);
+            if let Err(e) = self.watches.remove(handle) {
+                tracing::debug!("unwatch: {e}");
+            }
         }
     }
 }

@@ -3,23 +3,19 @@
 
 use std::path::{Path, PathBuf};
 
-/// Writes `bytes` to `path` through a temporary file beside it and a rename.
+/// Writes `bytes` to `path` through a temporary file beside it and a rename (the fixed
+/// temporary name: a write that runs again after a kill replaces the leftover).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = temp_beside(path);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir).map_err(|e| code_intel_files::with_path(e, "cannot create", dir))?;
     }
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    code_intel_files::write_bytes(path, code_intel_files::Temp::Fixed, bytes)
 }
 
 /// The temporary file a write to `path` goes through: one name per path, so a write that runs
 /// again after a kill replaces the leftover.
 pub fn temp_beside(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.code-intel-tmp"))
+    code_intel_files::Temp::Fixed.beside(path)
 }
 
 /// Fault injection for the crash tests: when `CODE_INTEL_FAILPOINT` names this point (or
@@ -38,8 +34,10 @@ pub fn failpoint(point: &str) {
     });
     if let Some(trace) = TRACE.get_or_init(|| std::env::var_os("CODE_INTEL_FAILPOINT_TRACE").map(PathBuf::from)) {
         use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(trace) {
-            let _ = writeln!(f, "{point}");
+        let appended =
+            std::fs::OpenOptions::new().create(true).append(true).open(trace).and_then(|mut f| writeln!(f, "{point}"));
+        if let Err(e) = appended {
+            tracing::warn!("failpoint trace {}: {e}", trace.display());
         }
     }
     let Some((name, n)) = spec else { return };

@@ -147,7 +147,7 @@ pub fn run(repo: &gix::Repository, root: &Path, journal: &Journal, session: Sess
         .map_err(|e| crate::Error::Refused(format!("{}: {e}", path.display())))?;
     failpoint("journal-written");
     if let Err(e) = apply_refs(repo, &journal.refs) {
-        let _ = std::fs::remove_file(&path);
+        code_intel_files::discard(&path);
         let names: Vec<&str> = journal.refs.iter().map(|c| c.name.as_str()).collect();
         return Err(crate::Error::Refused(match lock_in_the_way(repo, &names) {
             Some(lock) => format!(
@@ -160,7 +160,7 @@ pub fn run(repo: &gix::Repository, root: &Path, journal: &Journal, session: Sess
     }
     failpoint("refs-moved");
     finish(repo, root, journal, session).map_err(|e| crate::Error::Incomplete(e.to_string()))?;
-    let _ = std::fs::remove_file(&path);
+    code_intel_files::discard(&path);
     Ok(())
 }
 

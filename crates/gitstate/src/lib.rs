@@ -7,8 +7,8 @@
 //! ([`seal`]).
 //!
 //! Nothing here knows what a session, a phase or a task is: those live in the binary crate,
-//! which gives this crate refs, trees and JSON. It must not depend on any other crate of this
-//! workspace.
+//! which gives this crate refs, trees and JSON. Of this workspace it uses only `code-intel-files`
+//! (the one atomic writer).
 
 // What this crate exports is its contract with the layers above: nothing public by accident.
 #![warn(unreachable_pub)]

@@ -64,7 +64,7 @@ impl CloneKey {
         let tmp = dir.join(format!(".{KEY_FILE}.{}.{n}.tmp", std::process::id()));
         write_private(&tmp, text.as_bytes()).map_err(|e| Error::Git(format!("{}: {e}", tmp.display())))?;
         let published = std::fs::hard_link(&tmp, &path);
-        let _ = std::fs::remove_file(&tmp);
+        code_intel_files::discard(&tmp);
         match published {
             Ok(()) => Ok(CloneKey { key }),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {

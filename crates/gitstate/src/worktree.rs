@@ -321,7 +321,7 @@ pub fn restore(
                 std::fs::create_dir_all(dir).map_err(crate::git)?;
             }
             let tmp = crate::atomic::temp_beside(&path);
-            let _ = std::fs::remove_file(&tmp);
+            code_intel_files::discard(&tmp);
             if kind == EntryKind::Link {
                 #[cfg(unix)]
                 {
@@ -337,13 +337,13 @@ pub fn restore(
             if kind == EntryKind::BlobExecutable {
                 use std::os::unix::fs::PermissionsExt;
                 if let Err(e) = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)) {
-                    let _ = std::fs::remove_file(&tmp);
+                    code_intel_files::discard(&tmp);
                     return Err(crate::Error::Git(format!("cannot make {} executable: {e}", path.display())));
                 }
             }
             crate::atomic::failpoint("file-written");
             std::fs::rename(&tmp, &path).map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
+                code_intel_files::discard(&tmp);
                 crate::git(e)
             })
         }

@@ -121,14 +121,13 @@ impl EmbeddingCache {
         if let Some(dir) = path.parent() {
             code_intel_codebase::derived::ensure_ignored_dir(dir)?;
         }
-        let tmp = path.with_extension("bin.tmp");
-        let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
-        self.write_header(&mut out)?;
         let all: Vec<(Key, usize)> = self.slots.iter().map(|(k, s)| (*k, *s)).collect();
-        self.write_records(&mut out, &all)?;
-        out.flush()?;
-        drop(out);
-        std::fs::rename(&tmp, path)?;
+        code_intel_files::write_atomically(path, code_intel_files::Temp::PerProcess, |file| {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            self.write_header(&mut out)?;
+            self.write_records(&mut out, &all)?;
+            out.flush()
+        })?;
         self.on_disk = all.len();
         Ok(())
     }

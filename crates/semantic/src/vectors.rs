@@ -81,9 +81,16 @@ impl VectorIndex {
     /// Writes the index to `path` through a temporary file and a rename, so a reader never sees
     /// half an index.
     pub fn write(&self, path: &Path) -> Result<(), Error> {
-        let tmp = path.with_extension("faiss.tmp");
-        faiss::write_index(&self.index, tmp.to_string_lossy())?;
-        std::fs::rename(&tmp, path)?;
+        // faiss writes by path: the temporary file is named as every derived writer names it.
+        let tmp = code_intel_files::Temp::PerProcess.beside(path);
+        if let Err(e) = faiss::write_index(&self.index, tmp.to_string_lossy()) {
+            code_intel_files::discard(&tmp);
+            return Err(e.into());
+        }
+        std::fs::rename(&tmp, path).map_err(|e| {
+            code_intel_files::discard(&tmp);
+            code_intel_files::with_path(e, "cannot put in place", path)
+        })?;
         Ok(())
     }
 

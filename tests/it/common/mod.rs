@@ -129,3 +129,28 @@ pub fn run_cli(root: &Path, args: &[&str], stdin: &str) -> (i32, String, String)
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Removes the file at `path` when it is there; anything but "not there" fails the test.
+pub fn remove_if_present(path: impl AsRef<Path>) {
+    let path = path.as_ref();
+    if let Err(e) = std::fs::remove_file(path) {
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "cannot remove {}: {e}", path.display());
+    }
+}
+
+/// Removes the directory tree at `path` when it is there; anything but "not there" fails the
+/// test.
+pub fn remove_dir_if_present(path: impl AsRef<Path>) {
+    let path = path.as_ref();
+    if let Err(e) = std::fs::remove_dir_all(path) {
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "cannot remove {}: {e}", path.display());
+    }
+}
+
+/// Ends a child process that may have ended already, and reaps it.
+pub fn end(child: &mut std::process::Child) {
+    // `kill` fails only when the child was reaped already; `wait` then has nothing to do.
+    if child.kill().is_ok() {
+        child.wait().expect("reap the child");
+    }
+}

@@ -104,8 +104,12 @@ impl Lock {
         match file.try_lock() {
             Ok(()) => {
                 use std::io::{Seek, Write};
-                let _ =
-                    file.set_len(0).and_then(|()| file.rewind()).and_then(|()| write!(file, "{}", std::process::id()));
+                // The process id is for a person to read; the lock is the flock.
+                if let Err(e) =
+                    file.set_len(0).and_then(|()| file.rewind()).and_then(|()| write!(file, "{}", std::process::id()))
+                {
+                    tracing::debug!("compaction lock: cannot write the holder's id: {e}");
+                }
                 Some(Lock { _file: file })
             }
             Err(std::fs::TryLockError::WouldBlock) => None,

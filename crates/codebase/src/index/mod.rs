@@ -147,7 +147,10 @@ impl SymbolIndex {
         };
         // The files are at hand: no need to decode them again.
         for (cell, file) in index.decoded.iter().zip(files) {
-            let _ = cell.set(StoredFile { rel: file.rel, lang: file.lang, outline: Outline::from(file.syntax) });
+            // Cells made just now are empty: `set` cannot find one filled.
+            if cell.set(StoredFile { rel: file.rel, lang: file.lang, outline: Outline::from(file.syntax) }).is_err() {
+                tracing::debug!("a decoded file was filled twice");
+            }
         }
         index
     }

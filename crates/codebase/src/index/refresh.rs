@@ -240,7 +240,7 @@ fn write_segment(dir: &Path, n: usize, mut outcomes: Vec<Outcome>) -> (Vec<Outco
         match mapped {
             Some(opened) => Ok((aside, opened)),
             None => {
-                let _ = std::fs::remove_file(&aside);
+                crate::derived::discard(&aside);
                 Err(std::io::Error::other("a segment does not read back"))
             }
         }
@@ -287,14 +287,14 @@ impl Segments {
     /// Removes every segment this process stored, those a writer that died left included.
     fn discard_all(&mut self) {
         for (path, _) in self.stored.drain(..) {
-            let _ = std::fs::remove_file(path);
+            crate::derived::discard(path);
         }
         let suffix = format!(".idx.tmp.{}", std::process::id());
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
         for entry in entries.flatten() {
             let name = entry.file_name();
             if name.to_str().is_some_and(|n| n.starts_with("segment") && n.ends_with(&suffix)) {
-                let _ = std::fs::remove_file(entry.path());
+                crate::derived::discard(entry.path());
             }
         }
     }
@@ -303,7 +303,7 @@ impl Segments {
 impl Drop for Segments {
     fn drop(&mut self) {
         for (path, _) in self.stored.drain(..) {
-            let _ = std::fs::remove_file(path);
+            crate::derived::discard(path);
         }
     }
 }

@@ -109,7 +109,7 @@ fn write_mapped(path: &Path, files: &[Source], previous: &[Previous], extra: &[u
 pub fn save(repo_root: &Path, files: &[Source], previous: &[Previous]) -> SymbolIndex {
     let path = index_path(repo_root);
     let opened = write_mapped(&path, files, previous, &[]);
-    let _ = std::fs::remove_file(index_dir(repo_root).join(OLD_INDEX_FILE));
+    crate::derived::discard(index_dir(repo_root).join(OLD_INDEX_FILE));
     remove_stale_overlay(repo_root);
     opened.map(|base| SymbolIndex::with_overlay(base, None)).unwrap_or_default()
 }
@@ -148,7 +148,7 @@ fn remove_stale_overlay(repo_root: &Path) {
     let base = map(&index_path(repo_root)).map(|b| super::opened_checksum(&b));
     let applies = map(&path).and_then(overlay_of).is_some_and(|o| Some(o.meta.base) == base);
     if !applies {
-        let _ = std::fs::remove_file(&path);
+        crate::derived::discard(&path);
     }
 }
 
@@ -156,7 +156,7 @@ fn remove_stale_overlay(repo_root: &Path) {
 /// (its overlay goes with it) and maps it.
 pub fn install_base(repo_root: &Path, aside: &Path) -> std::io::Result<SymbolIndex> {
     std::fs::rename(aside, index_path(repo_root)).inspect_err(|_| {
-        let _ = std::fs::remove_file(aside);
+        crate::derived::discard(aside);
     })?;
     remove_stale_overlay(repo_root);
     load(repo_root).ok_or_else(|| std::io::Error::other("the compacted index does not read back"))
