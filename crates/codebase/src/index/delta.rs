@@ -2,7 +2,7 @@
 //!
 //! When the walk stamp says what changed ([`super::stamp::changes_since`]), [`Delta::from_changes`]
 //! looks at that only: the indexed files whose size or time moved, and the directories whose
-//! time moved (listed one level; a directory new to the stamp is walked whole). [`refresh`]
+//! time moved (listed one level; a directory new to the stamp is walked whole). [`refresh()`]
 //! then reads those files and writes the next overlay from the previous one: the files it held,
 //! less those that left or changed, plus those parsed now; what the base lost and what was only
 //! touched, brought up to date. The files that did not change are not looked at at all.
@@ -375,7 +375,7 @@ pub(super) fn refresh(
     (index, report)
 }
 
-/// Whether a change this size is read by [`refresh`] (else the whole refresh, which stores what
+/// Whether a change this size is read by [`refresh()`] (else the whole refresh, which stores what
 /// it parses a segment at a time, takes it).
 pub(super) fn is_small(delta: &Delta) -> bool {
     delta.files.len() < refresh::SEGMENT_FILES
