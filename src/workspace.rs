@@ -60,7 +60,7 @@ impl Workspace {
     pub fn open(root: &Path, watch: bool) -> std::io::Result<Workspace> {
         let repo = Repo::discover(root)?;
         let (config, config_warning) = Config::load(repo.root());
-        let (contract, contract_warning) = Contract::load(repo.root());
+        let (contract, contract_warning) = load_contract(repo.root());
         for warning in [config_warning, contract_warning].into_iter().flatten() {
             tracing::warn!("{warning}");
         }
@@ -312,6 +312,18 @@ struct CompactionDone(Arc<SharedIndex>);
 impl Drop for CompactionDone {
     fn drop(&mut self) {
         self.0.state.lock().unwrap_or_else(|p| p.into_inner()).compacting = false;
+    }
+}
+
+/// The phase contract: the default, with the project's overrides (`.code-intel/phase_contract.yml`)
+/// when it has them. A file that cannot be read is reported in the warning and ignored, so the
+/// tools keep working.
+pub fn load_contract(root: &Path) -> (Contract, Option<String>) {
+    let path = root.join(code_intel_workflow::contract::OVERRIDE_PATH);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Contract::with_overrides(&text, &path.display().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Contract::builtin(), None),
+        Err(e) => (Contract::builtin(), Some(format!("{}: {e}; using the default contract", path.display()))),
     }
 }
 

@@ -2,6 +2,7 @@
 //! with the checkpoint as one journaled operation, and what the history keeps of a session.
 
 use super::*;
+use code_intel_workflow::engine::submit::BranchChoice;
 
 /// A failed effect: nothing changed. The contract message of the failure, its placeholders,
 /// and what went wrong (for `details`).
@@ -69,18 +70,22 @@ impl Sessions {
             }
             Effect::BranchChoice(choice) => {
                 let fail = |e: String| -> EffectFailure {
-                    (msg::BRANCH_OPERATION_FAILED, vec![("choice", choice.clone()), ("errors", e)], String::new())
+                    (
+                        msg::BRANCH_OPERATION_FAILED,
+                        vec![("choice", choice.as_str().to_owned()), ("errors", e)],
+                        String::new(),
+                    )
                         .into()
                 };
                 let stale = branches::stale::list(root).map_err(|e| fail(e.to_string()))?;
                 let current = stale.iter().find(|b| b.current).cloned();
-                match choice.as_str() {
-                    "delete" => {
+                match choice {
+                    BranchChoice::Delete => {
                         let names: Vec<String> = stale.iter().map(|b| b.branch.clone()).collect();
                         operate(&mut |repo, _| Ok(branches::stale::plan_delete(repo, root, &names)?.1), &mut step)
                             .map_err(fail)?;
                     }
-                    "merge" => {
+                    BranchChoice::Merge => {
                         let Some(cur) = current else {
                             return Err(fail(
                                 "HEAD is not on an llm_task_* branch, so there is no current task branch to merge"
@@ -104,8 +109,8 @@ impl Sessions {
                         )
                         .map_err(fail)?;
                     }
-                    _ => {
-                        // continue: keep working on the task branch HEAD is on. On no task
+                    BranchChoice::Continue => {
+                        // Keep working on the task branch HEAD is on. On no task
                         // branch, READY makes a new one, as in a fresh session. Nothing moves,
                         // so the checkpoint is written as any other.
                         let st = &mut step.checkpoint.orchestrator_state;

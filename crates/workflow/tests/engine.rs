@@ -7,7 +7,7 @@ mod harness;
 use code_intel_workflow::contract::catalogue;
 use code_intel_workflow::engine::phase::Phase;
 use code_intel_workflow::engine::state::{Flags, GateLevel, Intent, TaskStatus};
-use code_intel_workflow::engine::submit::Effect;
+use code_intel_workflow::engine::submit::{BranchChoice, Effect};
 use harness::{Session, flags};
 use serde_json::{Value, json};
 
@@ -584,11 +584,11 @@ fn no_stale_branch_skips() {
 
 #[test]
 fn choices_delete_merge_continue() {
-    for choice in ["delete", "merge"] {
+    for (choice, chosen) in [("delete", BranchChoice::Delete), (" merge ", BranchChoice::Merge)] {
         let mut s = Session::with_stale(Intent::Implement, Flags::default(), true);
         let r = s.ok(json!({"choice": choice, "tools_used": [], "summary": "user chose"}));
         assert_eq!(r["phase"], "DOCUMENT_RESEARCH");
-        assert_eq!(s.last_effect, Some(Effect::BranchChoice(choice.into())));
+        assert_eq!(s.last_effect, Some(Effect::BranchChoice(chosen)));
     }
     let mut s = Session::with_stale(Intent::Implement, flags(|f| f.no_doc_research = true), true);
     s.ok(json!({"choice": "continue", "tools_used": [], "summary": "stay"}));
@@ -605,7 +605,7 @@ fn continue_without_a_task_branch_makes_one_at_ready() {
     // creates a task branch as a fresh session would, so PRE_COMMIT has one.
     let mut s = Session::with_stale(Intent::Implement, flags(|f| f.fast = true), true);
     s.ok(json!({"choice": "continue", "tools_used": [], "summary": "stay"}));
-    assert_eq!(s.last_effect, Some(Effect::BranchChoice("continue".into())));
+    assert_eq!(s.last_effect, Some(Effect::BranchChoice(BranchChoice::Continue)));
     assert_eq!(s.cp.orchestrator_state.branch_policy.as_deref(), Some("continue"));
     s.doc();
     s.frame();

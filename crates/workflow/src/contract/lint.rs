@@ -132,7 +132,7 @@ fn check_placeholders(path: &str, text: &str, declared: &[&str], issues: &mut Ve
 /// Every text the agent can read: instructions, messages, and the `instruction` of failures.
 fn texts(contract: &Contract) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    collect(&contract.root, String::new(), &mut out);
+    collect(contract.root(), String::new(), &mut out);
     out
 }
 

@@ -12,8 +12,6 @@
 pub mod catalogue;
 pub mod lint;
 
-use std::path::Path;
-
 pub use catalogue::Msg;
 
 use serde_yaml::{Mapping, Value};
@@ -33,9 +31,13 @@ const SHIPPED_COPIES: &[&str] = &[
     "70596358a4eb1ee77d226f21b2baba4c0e8a1f3560a5dd0b6b7ea676264ebba4",
 ];
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Contract {
-    root: Value,
+    /// The project's overrides, merged into the built-in contract when it is first read.
+    overrides: Option<Value>,
+    /// The contract as read: parsed on first use (a command that sends no message never
+    /// parses it; it takes about 2 ms).
+    root: std::sync::OnceLock<Value>,
 }
 
 /// An `{error, message}` pair taken from the contract.
@@ -48,43 +50,47 @@ pub struct ContractMessage {
 impl Contract {
     /// The compiled-in default contract.
     pub fn builtin() -> Contract {
-        // The default is part of the binary and covered by tests; failing to parse it is a build defect.
-        let root = serde_yaml::from_str(DEFAULT_CONTRACT).expect("crates/workflow/phase_contract.yml is valid YAML");
-        Contract { root }
+        Contract::default()
     }
 
-    /// The default contract with the project's overrides applied. A project file that cannot be
-    /// read or parsed is reported in the returned warning and ignored, so the tools keep working.
-    /// So is a file that is a verbatim copy of a whole contract an earlier version's `init`
-    /// wrote: it holds no edit of the user's, only that version's wording.
-    pub fn load(repo_root: &Path) -> (Contract, Option<String>) {
-        let mut contract = Contract::builtin();
-        let path = repo_root.join(OVERRIDE_PATH);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (contract, None),
-            Err(e) => return (contract, Some(format!("{}: {e}; using the default contract", path.display()))),
-        };
+    /// The default contract with a project's overrides (the text of its `OVERRIDE_PATH` file,
+    /// read by the adapter; `origin` names it in warnings). Overrides that do not parse are
+    /// reported in the returned warning and ignored, so the tools keep working. So is a verbatim
+    /// copy of a whole contract an earlier version's `init` wrote: it holds no edit of the
+    /// user's, only that version's wording.
+    pub fn with_overrides(text: &str, origin: &str) -> (Contract, Option<String>) {
+        let contract = Contract::builtin();
         let fingerprint = blake3::hash(text.as_bytes()).to_hex().to_string();
         if SHIPPED_COPIES.contains(&fingerprint.as_str()) {
             let why = "an unedited copy of the contract an earlier git-code-intel wrote; it is ignored \
                        (run `git code-intel init` to replace it with an overrides file)";
-            return (contract, Some(format!("{}: {why}", path.display())));
+            return (contract, Some(format!("{origin}: {why}")));
         }
-        match serde_yaml::from_str::<Value>(&text) {
-            Ok(Value::Mapping(overrides)) => {
-                merge(&mut contract.root, Value::Mapping(overrides));
-                (contract, None)
-            }
+        match serde_yaml::from_str::<Value>(text) {
+            Ok(overrides @ Value::Mapping(_)) => (Contract { overrides: Some(overrides), ..contract }, None),
             Ok(Value::Null) => (contract, None),
-            Ok(_) => (contract, Some(format!("{}: not a mapping; using the default contract", path.display()))),
-            Err(e) => (contract, Some(format!("{}: {e}; using the default contract", path.display()))),
+            Ok(_) => (contract, Some(format!("{origin}: not a mapping; using the default contract"))),
+            Err(e) => (contract, Some(format!("{origin}: {e}; using the default contract"))),
         }
+    }
+
+    /// The contract as read: the default, with the overrides merged in.
+    pub(crate) fn root(&self) -> &Value {
+        self.root.get_or_init(|| {
+            // The default is part of the binary and covered by tests; failing to parse it is a
+            // build defect.
+            let mut root: Value =
+                serde_yaml::from_str(DEFAULT_CONTRACT).expect("crates/workflow/phase_contract.yml is valid YAML");
+            if let Some(overrides) = &self.overrides {
+                merge(&mut root, overrides.clone());
+            }
+            root
+        })
     }
 
     /// The raw node at `path`, if any.
     pub fn get(&self, path: &[&str]) -> Option<&Value> {
-        let mut node = &self.root;
+        let mut node = self.root();
         for key in path {
             node = node.as_mapping()?.get(*key)?;
         }
@@ -137,33 +143,7 @@ impl Contract {
 
     /// The whole contract, as YAML.
     pub fn to_yaml(&self) -> String {
-        serde_yaml::to_string(&self.root).unwrap_or_default()
-    }
-
-    /// Every path (as dotted keys) whose node carries a `message`, outside `phases`.
-    pub fn message_paths(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Value::Mapping(map) = &self.root {
-            for (k, v) in map {
-                if let Some(k) = k.as_str().filter(|k| *k != "phases") {
-                    collect_message_paths(v, k.to_owned(), &mut out);
-                }
-            }
-        }
-        out
-    }
-}
-
-fn collect_message_paths(node: &Value, prefix: String, out: &mut Vec<String>) {
-    if let Value::Mapping(map) = node {
-        if map.contains_key("message") {
-            out.push(prefix.clone());
-        }
-        for (k, v) in map {
-            if let Some(k) = k.as_str() {
-                collect_message_paths(v, format!("{prefix}.{k}"), out);
-            }
-        }
+        serde_yaml::to_string(self.root()).unwrap_or_default()
     }
 }
 
@@ -252,14 +232,10 @@ mod tests {
 
     #[test]
     fn project_file_overrides_key_by_key() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".code-intel")).unwrap();
-        std::fs::write(
-            dir.path().join(OVERRIDE_PATH),
+        let (c, warning) = Contract::with_overrides(
             "tool_errors:\n  query:\n    no_pattern:\n      message: \"Give me a pattern\"\n",
-        )
-        .unwrap();
-        let (c, warning) = Contract::load(dir.path());
+            OVERRIDE_PATH,
+        );
         assert!(warning.is_none());
         let e = c.error(&catalogue::NO_PATTERN, &[]);
         assert_eq!(e.message, "Give me a pattern");
@@ -269,10 +245,7 @@ mod tests {
 
     #[test]
     fn broken_project_file_falls_back_with_a_warning() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".code-intel")).unwrap();
-        std::fs::write(dir.path().join(OVERRIDE_PATH), "tool_errors: [unclosed").unwrap();
-        let (c, warning) = Contract::load(dir.path());
+        let (c, warning) = Contract::with_overrides("tool_errors: [unclosed", OVERRIDE_PATH);
         assert!(warning.unwrap().contains("phase_contract.yml"));
         assert_eq!(c.message(&catalogue::NO_SYMBOL, &[]), "No symbol specified");
     }

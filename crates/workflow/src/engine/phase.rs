@@ -104,11 +104,6 @@ impl Phase {
             Phase::SessionComplete => 20,
         }
     }
-
-    /// Phases whose payload is only a summary: no `tools_used` is required.
-    pub fn summary_only(self, ready: Option<ReadyStep>) -> bool {
-        matches!((self, ready), (Phase::Ready, Some(ReadyStep::Complete)) | (Phase::Merge, _))
-    }
 }
 
 /// The step number of a phase, counting READY's substeps.

@@ -55,13 +55,46 @@ pub struct DocumentFacts {
     pub must_read: Vec<String>,
 }
 
+/// What the user chose at BRANCH_INTERVENTION (the payload's `choice`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BranchChoice {
+    /// Delete the task branches earlier sessions left.
+    Delete,
+    /// Merge the task branch HEAD is on into its base (the others are deleted).
+    Merge,
+    /// Keep working on the task branch HEAD is on.
+    Continue,
+}
+
+impl BranchChoice {
+    /// The choice a payload names (`delete`, `merge`, `continue`), or None.
+    pub fn parse(text: &str) -> Option<BranchChoice> {
+        match text.trim() {
+            "delete" => Some(BranchChoice::Delete),
+            "merge" => Some(BranchChoice::Merge),
+            "continue" => Some(BranchChoice::Continue),
+            _ => None,
+        }
+    }
+
+    /// The word the payload used, as messages name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BranchChoice::Delete => "delete",
+            BranchChoice::Merge => "merge",
+            BranchChoice::Continue => "continue",
+        }
+    }
+}
+
 /// Git work the adapter must do for an accepted submit before the new state counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// READY planning: create the `llm_task_*` branch and switch to it.
     CreateTaskBranch,
-    /// BRANCH_INTERVENTION `delete`, `merge` or `continue`.
-    BranchChoice(String),
+    /// BRANCH_INTERVENTION: what the user chose to do with the task branches earlier sessions
+    /// left.
+    BranchChoice(BranchChoice),
     /// PRE_COMMIT: commit the task branch's changes, leaving out the discarded files. The
     /// commit is gated (garbage, the repository's pre-commit hook) unless `gated` is false;
     /// files kept with a reason pass the garbage check.

@@ -11,14 +11,13 @@ impl Step<'_> {
         let st = &mut next.orchestrator_state;
         Ok(match &self.payload.body {
             Body::BranchIntervention(p) => {
-                let choice = p.choice.as_deref().map(str::trim).unwrap_or("");
-                if !matches!(choice, "delete" | "merge" | "continue") {
+                let Some(choice) = p.choice.as_deref().and_then(BranchChoice::parse) else {
                     return Err(self.refuse(msg::INVALID_CHOICE, &[]));
+                };
+                if choice == BranchChoice::Continue {
+                    st.branch_policy = Some(choice.as_str().into());
                 }
-                if choice == "continue" {
-                    st.branch_policy = Some("continue".into());
-                }
-                out.effect = Some(Effect::BranchChoice(choice.to_owned()));
+                out.effect = Some(Effect::BranchChoice(choice));
                 Next::Phase(flow::after_branch_intervention(flags), None)
             }
             Body::DocumentResearch(p) => {
