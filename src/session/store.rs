@@ -46,11 +46,13 @@ fn git<E: std::fmt::Display>(e: E) -> Error {
     Error::Git(e.to_string())
 }
 
-/// A failed compare-and-swap means another process moved the ref, unless a lock was in the way.
+/// A failed ref edit as the session store reports it: another process moved the ref, a lock was
+/// in the way, or git could not write it (with git's words: not a conflict to retry).
 fn conflict_unless_locked(e: code_intel_gitstate::Error) -> Error {
     match e {
         code_intel_gitstate::Error::Locked(lock) => Error::Locked(lock),
-        _ => Error::Conflict,
+        code_intel_gitstate::Error::Conflict => Error::Conflict,
+        other => Error::Git(other.to_string()),
     }
 }
 
@@ -335,6 +337,16 @@ fn write_checkpoint(
 mod tests {
     use super::*;
     use code_intel_workflow::contract::Contract;
+
+    #[test]
+    fn only_a_lost_race_is_a_conflict() {
+        use code_intel_gitstate::Error as GitError;
+        assert!(matches!(conflict_unless_locked(GitError::Conflict), Error::Conflict));
+        assert!(matches!(conflict_unless_locked(GitError::Locked("x.lock".into())), Error::Locked(l) if l == "x.lock"));
+        // A ref git could not write is git's error, not a race to retry.
+        let e = conflict_unless_locked(GitError::Git("No space left on device".into()));
+        assert!(matches!(&e, Error::Git(m) if m.contains("No space left")), "{e:?}");
+    }
     use code_intel_workflow::engine::state::{Flags, Intent};
     use code_intel_workflow::engine::submit::{StartParams, start};
 

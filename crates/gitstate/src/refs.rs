@@ -100,7 +100,9 @@ pub fn delete(name: &str, expected: PreviousValue) -> Result<RefEdit, Error> {
 
 /// Applies `edits` as one transaction, under the operation lock (see [`crate::lock`]): a
 /// lock file a dead git-code-intel process left on one of our refs is removed first, and a lock
-/// file in the way of any other ref is named in the error.
+/// file in the way of any other ref is named in the error. A ref that does not hold the value an
+/// edit expects (another process moved it) is [`Error::Conflict`]; any other failure is
+/// [`Error::Git`] with git's words, never a conflict.
 pub fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), Error> {
     let _lock = crate::lock::acquire(repo)?;
     let names: Vec<String> = edits.iter().map(|e| e.name.as_bstr().to_string()).collect();
@@ -110,6 +112,9 @@ pub fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), Error> {
     let mut buf = gix::date::parse::TimeBuf::default();
     crate::atomic::failpoint("ref-edit");
     let applied = repo.edit_references_as(edits, Some(sig.to_ref(&mut buf))).map(|_| ()).map_err(|e| {
+        if e.is_conflict() {
+            return Error::Conflict;
+        }
         match crate::lock::lock_in_the_way(repo, &names) {
             Some(lock) => Error::Locked(lock.display().to_string()),
             None => git(e),
@@ -127,4 +132,25 @@ pub fn ref_id(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>, Er
 /// The tree of commit `id`.
 pub fn tree_of(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, Error> {
     Ok(repo.find_commit(id).map_err(git)?.tree_id().map_err(git)?.detach())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ref_that_moved_is_a_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = gix::init(dir.path()).unwrap();
+        let one = repo.write_blob(b"one").unwrap().detach();
+        let two = repo.write_blob(b"two").unwrap().detach();
+        let name = "refs/code-intel/test";
+        apply(&repo, vec![update(name, expecting(None), Target::Object(one), "first").unwrap()]).unwrap();
+        // Expecting a value it does not hold, or expecting it absent: another process moved it.
+        for expected in [expecting(Some(two)), expecting(None)] {
+            let e = apply(&repo, vec![update(name, expected, Target::Object(two), "second").unwrap()]).unwrap_err();
+            assert!(matches!(e, Error::Conflict), "{e:?}");
+        }
+        assert_eq!(ref_id(&repo, name).unwrap(), Some(one));
+    }
 }
