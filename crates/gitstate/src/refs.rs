@@ -106,13 +106,21 @@ pub fn delete(name: &str, expected: PreviousValue) -> Result<RefEdit, Error> {
 pub fn apply(repo: &gix::Repository, edits: Vec<RefEdit>) -> Result<(), Error> {
     let _lock = crate::lock::acquire(repo)?;
     let names: Vec<String> = edits.iter().map(|e| e.name.as_bstr().to_string()).collect();
+    // An edit that expects the ref to exist finds it gone: another process deleted it.
+    let expects_a_value = edits.iter().any(|e| {
+        matches!(
+            &e.change,
+            Change::Update { expected: PreviousValue::MustExist | PreviousValue::MustExistAndMatch(_), .. }
+                | Change::Delete { expected: PreviousValue::MustExist | PreviousValue::MustExistAndMatch(_), .. }
+        )
+    });
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     crate::lock::remove_stale_ref_locks(repo, &names);
     let sig = signature(repo);
     let mut buf = gix::date::parse::TimeBuf::default();
     crate::atomic::failpoint("ref-edit");
     let applied = repo.edit_references_as(edits, Some(sig.to_ref(&mut buf))).map(|_| ()).map_err(|e| {
-        if e.is_conflict() {
+        if e.is_conflict() || (expects_a_value && e.is_not_found()) {
             return Error::Conflict;
         }
         match crate::lock::lock_in_the_way(repo, &names) {
@@ -152,5 +160,10 @@ mod tests {
             assert!(matches!(e, Error::Conflict), "{e:?}");
         }
         assert_eq!(ref_id(&repo, name).unwrap(), Some(one));
+        // Expecting a ref another process deleted.
+        let gone = "refs/code-intel/gone";
+        let e =
+            apply(&repo, vec![update(gone, expecting(Some(one)), Target::Object(two), "third").unwrap()]).unwrap_err();
+        assert!(matches!(e, Error::Conflict), "{e:?}");
     }
 }

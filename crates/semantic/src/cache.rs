@@ -122,6 +122,10 @@ impl EmbeddingCache {
             code_intel_codebase::derived::ensure_ignored_dir(dir)?;
         }
         let all: Vec<(Key, usize)> = self.slots.iter().map(|(k, s)| (*k, *s)).collect();
+        // What a killed writer left beside it (its temporary file can be hundreds of MB).
+        if let Some(dir) = path.parent() {
+            code_intel_files::remove_orphans(dir);
+        }
         code_intel_files::write_atomically(path, code_intel_files::Temp::PerProcess, |file| {
             let mut out = BufWriter::with_capacity(1 << 20, file);
             self.write_header(&mut out)?;

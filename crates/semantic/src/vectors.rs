@@ -83,6 +83,10 @@ impl VectorIndex {
     pub fn write(&self, path: &Path) -> Result<(), Error> {
         // faiss writes by path: the temporary file is named as every derived writer names it.
         let tmp = code_intel_files::Temp::PerProcess.beside(path);
+        // What a killed writer left beside it (its temporary file can be hundreds of MB).
+        if let Some(dir) = path.parent() {
+            code_intel_files::remove_orphans(dir);
+        }
         if let Err(e) = faiss::write_index(&self.index, tmp.to_string_lossy()) {
             code_intel_files::discard(&tmp);
             return Err(e.into());

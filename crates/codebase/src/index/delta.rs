@@ -57,13 +57,20 @@ impl Delta {
         // Directories no longer walked: gone, no longer directories, or now other repositories.
         let mut gone: Vec<&str> = Vec::new();
         let mut nested: Vec<String> = stamp.nested.clone();
+        // Sorted, so a directory comes before those under it.
         for dir in &changes.dirs {
+            // Under a directory that left the walk: not walked, whatever it holds now.
+            if gone.iter().any(|g| is_under(dir, g)) {
+                gone.push(dir.as_str());
+                continue;
+            }
             let abs = root.join(dir);
             if !std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir()) {
                 gone.push(dir.as_str());
                 continue;
             }
-            if !dir.is_empty() && std::fs::symlink_metadata(abs.join(".git")).is_ok() {
+            // As the walk tells another repository (a `.git` that resolves).
+            if !dir.is_empty() && abs.join(".git").exists() {
                 gone.push(dir.as_str());
                 nested.push(dir.clone());
                 continue;
@@ -121,8 +128,10 @@ impl Delta {
         }
         for rel in &stamp.unreadable {
             let abs = root.join(rel);
-            if let Some((size, mtime_ns)) = regular_file(&abs).filter(|_| !under_gone(parent_of(rel))) {
-                delta.files.push(WalkedFile { abs, rel: rel.clone(), size, mtime_ns });
+            match regular_file(&abs).filter(|_| !under_gone(parent_of(rel))) {
+                Some((size, _)) if size > config.max_file_size => delta.too_large.push((rel.clone(), size)),
+                Some((size, mtime_ns)) => delta.files.push(WalkedFile { abs, rel: rel.clone(), size, mtime_ns }),
+                None => {}
             }
         }
         // The stamp's directories, less those gone (and what was under them), and those listed.
@@ -328,7 +337,9 @@ pub(super) fn refresh(
                 next.leave(rel);
             }
         }
-        if !matches!(outcome, Outcome::Keep(_)) {
+        // A file the index did not hold that still cannot be indexed changes nothing.
+        let passed_over = matches!(outcome, Outcome::Binary(_) | Outcome::Unreadable(_)) && !was_live();
+        if !matches!(outcome, Outcome::Keep(_)) && !passed_over {
             report.changed = true;
         }
     }

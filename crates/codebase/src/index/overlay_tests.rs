@@ -295,6 +295,7 @@ fn a_refresh_of_what_changed_keeps_the_walks_rules() {
         ("lib/b.rs", "fn beta() { gamma(); }\n"),
         ("vendor/c.rs", "fn gamma() {}\n"),
         ("other.rs", "fn delta() { alpha(); }\n"),
+        ("deep/sub/d.rs", "fn omega() {}\n"),
     ] {
         std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
         write(root, rel, text, &mut clock);
@@ -321,7 +322,7 @@ fn a_refresh_of_what_changed_keeps_the_walks_rules() {
     };
     let step = |what: &str, index: SymbolIndex| step_with(what, index, false);
     index = step("restamped", index);
-    assert_eq!(index.file_count(), 4);
+    assert_eq!(index.file_count(), 5);
 
     std::fs::create_dir(root.join("vendor/.git")).unwrap();
     index = step("vendor became another repository", index);
@@ -356,6 +357,15 @@ fn a_refresh_of_what_changed_keeps_the_walks_rules() {
     write(root, ".git/info/exclude", "other.rs\n", &mut clock);
     index = step("info/exclude edited", index);
     assert!(index.file("other.rs").is_none());
+
+    // A directory removed and made again as another repository, with a subdirectory it had:
+    // nothing under it is this repository's, the subdirectory included.
+    std::fs::remove_dir_all(root.join("deep")).unwrap();
+    std::fs::create_dir_all(root.join("deep/.git")).unwrap();
+    std::fs::create_dir_all(root.join("deep/sub")).unwrap();
+    write(root, "deep/sub/new.rs", "fn fresh() {}\n", &mut clock);
+    index = step("a directory made again as another repository", index);
+    assert!(index.file("deep/sub/new.rs").is_none() && index.file("deep/sub/d.rs").is_none());
 }
 
 /// A base replaced by another process (a compaction, `git code-intel index`) under a holder of

@@ -250,7 +250,7 @@ pub(super) fn changes_since(root: &Path, index: &SymbolIndex, stamp: &store::Wal
         return None;
     }
     // A directory passed over for its `.git` that lost it is this repository's again.
-    if let Some(rel) = stamp.nested.iter().find(|rel| std::fs::symlink_metadata(root.join(rel).join(".git")).is_err()) {
+    if let Some(rel) = stamp.nested.iter().find(|rel| !root.join(rel).join(".git").exists()) {
         tracing::debug!("index stamp: '{rel}' is no longer another repository");
         return None;
     }
