@@ -266,13 +266,7 @@ pub(super) fn refresh(
     delta: Delta,
 ) -> (SymbolIndex, RefreshReport) {
     let started = std::time::Instant::now();
-    let sources = config.source_prefixes(repo.root());
-    let candidates: Vec<(WalkedFile, Lang)> = delta
-        .files
-        .into_iter()
-        .filter(|f| Config::in_source_dirs(&sources, &f.rel))
-        .filter_map(|f| Lang::detect(f.rel.as_ref()).map(|l| (f, l)))
-        .collect();
+    let candidates = refresh::source_candidates(repo, config, delta.files);
     let outcomes: Vec<Outcome> = candidates
         .par_iter()
         .map(|(file, lang)| {

@@ -368,13 +368,7 @@ pub fn refresh(repo: &Repo, config: &Config, previous: SymbolIndex, whole: bool)
             }
         },
     };
-    let sources = config.source_prefixes(repo.root());
-    let candidates: Vec<(WalkedFile, Lang)> = walk
-        .files
-        .into_iter()
-        .filter(|f| Config::in_source_dirs(&sources, &f.rel))
-        .filter_map(|f| Lang::detect(f.rel.as_ref()).map(|l| (f, l)))
-        .collect();
+    let candidates = source_candidates(repo, config, walk.files);
 
     tracing::debug!("index walk: {} candidates in {:?}", candidates.len(), started.elapsed());
     let old: Vec<FileMeta> = previous.metas().collect();
@@ -614,6 +608,17 @@ fn finish(
     }
     tracing::debug!("index stored and mapped, {:?} since start", started.elapsed());
     (index, report)
+}
+
+/// The files the index holds among `files`: those under the configured source directories, in
+/// a language it parses, each with that language.
+pub(super) fn source_candidates(repo: &Repo, config: &Config, files: Vec<WalkedFile>) -> Vec<(WalkedFile, Lang)> {
+    let sources = config.source_prefixes(repo.root());
+    files
+        .into_iter()
+        .filter(|f| Config::in_source_dirs(&sources, &f.rel))
+        .filter_map(|f| Lang::detect(f.rel.as_ref()).map(|l| (f, l)))
+        .collect()
 }
 
 /// `previous` as the stored index has it: an overlay written for a base that another process
