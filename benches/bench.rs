@@ -54,9 +54,9 @@ use std::time::{Duration, Instant};
 
 use code_intel_codebase::lang::Lang;
 use code_intel_codebase::{syntax, walk};
-use git_code_intel::tools::definitions::{FindDefinitionsParams, find_definitions};
-use git_code_intel::tools::references::{FindReferencesParams, find_references};
-use git_code_intel::workspace::Workspace;
+use code_intel_session::tools::definitions::{FindDefinitionsParams, find_definitions};
+use code_intel_session::tools::references::{FindReferencesParams, find_references};
+use code_intel_session::workspace::Workspace;
 
 const PATTERNS: &[&str] = &["fn new", "unsafe impl", r"#\[derive\(.*Debug", "TODO|FIXME", r"pub struct [A-Z]\w+Error"];
 const SYMBOLS: &[&str] = &[
@@ -274,7 +274,7 @@ fn time_lookups(ws: &Workspace, label: &str) {
 /// review_changes, the PRE_COMMIT commit and the MERGE on a 20k-file repository, against the git
 /// CLI doing the same on an identical clone.
 fn git_ops(corpus: &Path) {
-    use git_code_intel::branches;
+    use code_intel_session::branches;
     println!("\n## task branch operations vs git (20,000 files)");
     let work = std::env::temp_dir().join("code-intel-bench-git");
     let _ = std::fs::remove_dir_all(&work);

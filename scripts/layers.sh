@@ -26,6 +26,16 @@ check code-intel-workflow ""
 check code-intel-gitstate "code-intel-files"
 check code-intel-codebase "code-intel-files code-intel-workflow"
 check code-intel-semantic "code-intel-codebase code-intel-files code-intel-gitstate code-intel-workflow"
+check code-intel-session "code-intel-codebase code-intel-gitstate code-intel-semantic code-intel-workflow"
+check git-code-intel "code-intel-codebase code-intel-gitstate code-intel-semantic code-intel-session code-intel-workflow"
+# The session crate is what a session is, not how it is served: MCP and the async runtime are
+# the binary's edge.
+transport=$(cargo tree --locked -p code-intel-session -e normal --prefix none | awk '{print $1}' |
+    { grep -E '^(rmcp|tokio)$' || true; } | sort -u | tr '\n' ' ')
+if [ -n "$transport" ]; then
+    echo "layers: the session crate pulls in $transport; serving it is the binary's job" >&2
+    status=1
+fi
 tree=$(cargo tree --locked -p code-intel-workflow -e normal,build,dev --prefix none)
 heavy=$(printf '%s\n' "$tree" | awk '{print $1}' |
     { grep -E '^(faiss|faiss-sys|ort|ort-sys|fastembed|cmake|gix|tree-sitter.*)$' || true; } | sort -u | tr '\n' ' ')

@@ -9,19 +9,21 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
-use crate::tools::definitions::FindDefinitionsParams;
-use crate::tools::function_at_line::GetFunctionAtLineParams;
-use crate::tools::impact::{AnalyzeImpactParams, TargetFiles};
-use crate::tools::query::QueryParams;
-use crate::tools::references::FindReferencesParams;
-use crate::tools::search_files::SearchFilesParams;
-use crate::tools::search_text::{Patterns, SearchTextParams};
-use crate::tools::semantic::{FetchChunkDetailParams, RecordOutcomeParams, SemanticSearchParams, SyncIndexParams};
-use crate::tools::structure::AnalyzeStructureParams;
-use crate::tools::symbols::GetSymbolsParams;
-use crate::tools::{self, ToolResult};
-use crate::workspace::Workspace;
 use code_intel_semantic::map::{MapEntry, MapStore};
+use code_intel_session::tools::definitions::FindDefinitionsParams;
+use code_intel_session::tools::function_at_line::GetFunctionAtLineParams;
+use code_intel_session::tools::impact::{AnalyzeImpactParams, TargetFiles};
+use code_intel_session::tools::query::QueryParams;
+use code_intel_session::tools::references::FindReferencesParams;
+use code_intel_session::tools::search_files::SearchFilesParams;
+use code_intel_session::tools::search_text::{Patterns, SearchTextParams};
+use code_intel_session::tools::semantic::{
+    FetchChunkDetailParams, RecordOutcomeParams, SemanticSearchParams, SyncIndexParams,
+};
+use code_intel_session::tools::structure::AnalyzeStructureParams;
+use code_intel_session::tools::symbols::GetSymbolsParams;
+use code_intel_session::tools::{self, ToolResult};
+use code_intel_session::workspace::Workspace;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -245,7 +247,7 @@ pub enum HookCommand {
 pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
     // Commands that read or change the session finish what a killed process left first.
     if matches!(command, Command::Status | Command::Clean { .. } | Command::ReviewChanges) {
-        match crate::session::Sessions::open(ws).recover(ws) {
+        match code_intel_session::session::Sessions::open(ws).recover(ws) {
             Ok(Some(report)) => eprintln!("git-code-intel: {report}"),
             Ok(None) => {}
             // The command goes on (status still shows what it can); the error says what to do.
@@ -266,14 +268,16 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             i32::from(!issues.is_empty())
         }
         Command::Clean { confirm } => {
-            let removed = match crate::session::store::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
-                Ok(n) => n,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return 1;
-                }
-            };
-            let branches = crate::session::Sessions::open(ws).cleanup_stale_branches(ws, "delete", confirm);
+            let removed =
+                match code_intel_session::session::store::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return 1;
+                    }
+                };
+            let branches =
+                code_intel_session::session::Sessions::open(ws).cleanup_stale_branches(ws, "delete", confirm);
             // The sessions are gone either way; a branch cleanup that failed is reported and
             // makes the command fail, so a script does not take it for done.
             let (branches, failed) = match branches {
@@ -353,7 +357,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             crate::hooks::pre_tool_use_from_stdin(ws, crate::hooks::Client::Codex).report()
         }
         Command::ReviewChanges => {
-            let value = match crate::session::Sessions::open(ws).review_changes(ws) {
+            let value = match code_intel_session::session::Sessions::open(ws).review_changes(ws) {
                 Ok(v) => serde_json::to_value(v).unwrap_or_default(),
                 Err(e) => {
                     if json {
@@ -405,10 +409,10 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         Command::Index { rebuild, symbols_only, .. } => index(ws, rebuild, symbols_only, json),
         Command::Forest(action) => forest(ws, action, json),
         Command::Share(ShareCommand::Pull { remote }) => {
-            print_report(crate::share::pull(ws.repo.root(), &remote), json)
+            print_report(code_intel_session::share::pull(ws.repo.root(), &remote), json)
         }
         Command::Share(ShareCommand::Push { remote }) => {
-            print_report(crate::share::push(ws, &remote, crate::share::Scope::All), json)
+            print_report(code_intel_session::share::push(ws, &remote, code_intel_session::share::Scope::All), json)
         }
         Command::SemanticSearch(params) => emit(tools::semantic::semantic_search(ws, params), json),
         Command::FetchChunkDetail(params) => emit(tools::semantic::fetch_chunk_detail(ws, params), json),
@@ -564,10 +568,10 @@ fn forest(ws: &Workspace, action: ForestCommand, json: bool) -> i32 {
         }
         ForestCommand::Import => print_report(sync(), json),
         ForestCommand::Push { remote } => {
-            print_report(crate::share::push(ws, &remote, crate::share::Scope::Forest), json)
+            print_report(code_intel_session::share::push(ws, &remote, code_intel_session::share::Scope::Forest), json)
         }
         ForestCommand::Fetch { remote } => {
-            let pulled = crate::share::pull(ws.repo.root(), &remote);
+            let pulled = code_intel_session::share::pull(ws.repo.root(), &remote);
             print_report(
                 pulled.and_then(|p| {
                     sync().map(|mut r| {
@@ -649,7 +653,7 @@ fn index(ws: &Workspace, rebuild: bool, symbols_only: bool, json: bool) -> i32 {
 
 /// `git code-intel status`: the session as get_session_status sees it, for people or as JSON.
 fn status(ws: &Workspace, json: bool) -> i32 {
-    let sessions = crate::session::Sessions::open(ws);
+    let sessions = code_intel_session::session::Sessions::open(ws);
     let value = match sessions.status(ws, None, false) {
         Ok(v) => serde_json::to_value(v).unwrap_or_default(),
         Err(e) => serde_json::to_value(e).unwrap_or_default(),

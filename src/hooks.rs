@@ -5,7 +5,7 @@
 //! [`ToolAction`] (files it writes, or a shell command) and judged the same way. While a session
 //! is active it blocks (exit code 2, reason on stderr, which both clients show the agent) file
 //! writes that `check_write_target` would refuse, and, outside READY, every shell command that
-//! is not read-only ([`crate::shell_guard`]), except, in the verification phases, the project's
+//! is not read-only ([`code_intel_session::shell_guard`]), except, in the verification phases, the project's
 //! test, build and lint commands ([`code_intel_codebase::verify`]). With no active session
 //! every tool is allowed; input that cannot be read while a session is active is blocked, with
 //! the fix named. SessionStart prints the current phase, its instruction and the phase
@@ -20,9 +20,9 @@
 use serde_json::Value;
 use std::io::Read;
 
-use crate::session::store::SessionStore;
-use crate::workspace::Workspace;
 use code_intel_codebase::repo::PathError;
+use code_intel_session::session::store::SessionStore;
+use code_intel_session::workspace::Workspace;
 use code_intel_workflow::engine::phase::Phase;
 use code_intel_workflow::engine::{self, response};
 
@@ -96,7 +96,7 @@ pub fn tool_action(client: Client, event: &Value) -> Option<ToolAction> {
         (Client::Codex, "apply_patch") => {
             let text = command().or_else(|| input.get("input").and_then(Value::as_str).map(str::to_owned));
             let text = text.or_else(|| input.as_str().map(str::to_owned)).unwrap_or_default();
-            ToolAction::Write(crate::patch::touched_paths(&text).iter().map(|p| anchored(p)).collect())
+            ToolAction::Write(code_intel_session::patch::touched_paths(&text).iter().map(|p| anchored(p)).collect())
         }
         _ => ToolAction::Other,
     })
@@ -156,7 +156,7 @@ pub fn pre_tool_use_from_stdin(ws: &Workspace, client: Client) -> Verdict {
 }
 
 /// The session the hooks guard: the active one, unless it is complete.
-fn active_session(ws: &Workspace) -> Option<crate::session::store::Stored> {
+fn active_session(ws: &Workspace) -> Option<code_intel_session::session::store::Stored> {
     let store = SessionStore::open(ws.repo.root()).ok()?;
     let stored = store.active().ok()??;
     (!stored.checkpoint.orchestrator_state.is_complete()).then_some(stored)
@@ -177,7 +177,7 @@ pub fn event_verdict(ws: &Workspace, client: Client, event: &Value) -> Verdict {
 }
 
 /// What the session allows `action` to do.
-fn judge(ws: &Workspace, stored: &crate::session::store::Stored, action: &ToolAction) -> Verdict {
+fn judge(ws: &Workspace, stored: &code_intel_session::session::store::Stored, action: &ToolAction) -> Verdict {
     let state = &stored.checkpoint.orchestrator_state;
     match action {
         ToolAction::Other => Verdict::Allow,
@@ -193,7 +193,7 @@ fn judge(ws: &Workspace, stored: &crate::session::store::Stored, action: &ToolAc
         ToolAction::Shell(command) => {
             let verifying = matches!(state.phase(), Phase::PostImplVerify | Phase::VerifyIntervention);
             let verify = if verifying { ws.verify_commands().commands } else { Vec::new() };
-            match crate::shell_guard::check(command, &ws.config.read_only_commands, &verify) {
+            match code_intel_session::shell_guard::check(command, &ws.config.read_only_commands, &verify) {
                 Ok(()) => Verdict::Allow,
                 Err(why) => {
                     let phase = state.phase().name();
@@ -243,7 +243,7 @@ fn judge_write(ws: &Workspace, state: &code_intel_workflow::engine::state::Sessi
 pub fn pre_commit(ws: &Workspace) -> i32 {
     // The server runs this hook for its own commit after its own check, which knows the files
     // the review kept with a reason.
-    if std::env::var_os(crate::branches::gate::SERVER_COMMIT_ENV).is_some() {
+    if std::env::var_os(code_intel_session::branches::gate::SERVER_COMMIT_ENV).is_some() {
         return 0;
     }
     let repo = match gix::open(ws.repo.root()) {
@@ -286,40 +286,12 @@ pub fn pre_commit(ws: &Workspace) -> i32 {
         return 0;
     }
     eprintln!("git-code-intel: this commit adds garbage ({} finding(s)):", findings.len());
-    for line in finding_lines(&findings) {
+    for line in code_intel_session::branches::gate::finding_lines(&findings) {
         eprintln!("  {line}");
     }
     eprintln!("Fix or unstage these, or commit with --no-verify to skip the check.");
     1
 }
-
-/// Findings as lines for people: at most `FINDINGS_PER_FILE` per file and
-/// `FINDINGS_SHOWN` in all, with how many more there are.
-pub fn finding_lines(findings: &[code_intel_codebase::garbage::Finding]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut per_file: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-    let mut hidden = 0;
-    for f in findings {
-        let n = per_file.entry(f.file.as_str()).or_default();
-        *n += 1;
-        if *n > FINDINGS_PER_FILE || out.len() >= FINDINGS_SHOWN {
-            hidden += 1;
-            continue;
-        }
-        out.push(if f.line > 0 {
-            format!("{}:{}: {}", f.file, f.line, f.why)
-        } else {
-            format!("{}: {}", f.file, f.why)
-        });
-    }
-    if hidden > 0 {
-        out.push(format!("… and {hidden} more"));
-    }
-    out
-}
-
-const FINDINGS_PER_FILE: usize = 10;
-const FINDINGS_SHOWN: usize = 50;
 
 /// The text SessionStart prints: where the session is, what to do, and what was decided.
 pub fn session_start(ws: &Workspace) -> Option<String> {
@@ -337,7 +309,7 @@ pub fn session_start(ws: &Workspace) -> Option<String> {
         state.compaction_count,
     );
     let mut tail = String::new();
-    let rules = crate::context::project_rules(ws.repo.root(), &ws.contract);
+    let rules = code_intel_session::context::project_rules(ws.repo.root(), &ws.contract);
     if !rules.summary.is_empty() {
         let from: Vec<&str> = rules.sources.iter().map(|s| s.path.as_str()).collect();
         let header = ws

@@ -248,7 +248,7 @@ fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
     let report = |action| FileReport { path: ".git/hooks/pre-commit".into(), action, note: None };
     let Ok(repo) = gix::open(root) else { return Ok(report(Action::Unchanged)) };
     // Where git runs hooks from (the common git directory, whichever work tree init runs in).
-    let dir = crate::branches::gate::hooks_dir(&repo, root);
+    let dir = code_intel_session::branches::gate::hooks_dir(&repo, root);
     let hook = dir.join("pre-commit");
     // Any hook that is not ours, a script or a program, is kept and run first.
     let existing = read_bytes(&dir, "pre-commit")?;

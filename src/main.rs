@@ -6,8 +6,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind;
+use code_intel_session::workspace::Workspace;
 use git_code_intel::cli::{self, Cli, Command};
-use git_code_intel::{mcp, workspace::Workspace};
+use git_code_intel::mcp;
 
 fn main() -> ExitCode {
     code_intel_semantic::vectors::quiet_blas_threads();

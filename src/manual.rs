@@ -15,20 +15,20 @@ use clap::CommandFactory;
 use crate::cli::Cli;
 
 /// Where the pages go for the running binary: `<bin>/../share/man/man1`.
-pub fn default_dir() -> Result<PathBuf, crate::Error> {
+pub fn default_dir() -> Result<PathBuf, code_intel_session::Error> {
     let exe = std::env::current_exe()
-        .map_err(|e| crate::Error::File(format!("cannot find the running binary: {e}; give --dir")))?;
+        .map_err(|e| code_intel_session::Error::File(format!("cannot find the running binary: {e}; give --dir")))?;
     let exe = exe.canonicalize().unwrap_or(exe);
     let root = exe
         .parent()
         .and_then(Path::parent)
-        .ok_or_else(|| crate::Error::File("the binary has no parent directory; give --dir".into()))?;
+        .ok_or_else(|| code_intel_session::Error::File("the binary has no parent directory; give --dir".into()))?;
     Ok(root.join("share/man/man1"))
 }
 
 /// Writes every page into `dir` (created when missing); returns the main page's path.
-pub fn install(dir: &Path) -> Result<PathBuf, crate::Error> {
-    let failed = |e: std::io::Error| crate::Error::File(format!("{}: {e}", dir.display()));
+pub fn install(dir: &Path) -> Result<PathBuf, code_intel_session::Error> {
+    let failed = |e: std::io::Error| code_intel_session::Error::File(format!("{}: {e}", dir.display()));
     std::fs::create_dir_all(dir).map_err(failed)?;
     clap_mangen::generate_to(Cli::command(), dir).map_err(failed)?;
     Ok(dir.join("git-code-intel.1"))

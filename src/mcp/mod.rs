@@ -1,4 +1,4 @@
-//! The MCP stdio server: translates `tools/call` requests into [`crate::tools`] calls.
+//! The MCP stdio server: translates `tools/call` requests into [`code_intel_session::tools`] calls.
 //! Nothing but MCP messages goes to stdout; logs go to stderr. [`transport`] reads and writes
 //! the messages, and answers what it cannot read.
 
@@ -14,32 +14,38 @@ use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{CallToolResponse, CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
-use crate::session::{SessionResult, Sessions, StartRequest};
-use crate::tools::context::{UpdateContextOutput, UpdateContextParams};
-use crate::tools::definitions::{FindDefinitionsOutput, FindDefinitionsParams};
-use crate::tools::function_at_line::{GetFunctionAtLineOutput, GetFunctionAtLineParams};
-use crate::tools::impact::{AnalyzeImpactOutput, AnalyzeImpactParams};
-use crate::tools::page::MAX_RESPONSE_BYTES;
-use crate::tools::query::{QueryOutput, QueryParams};
-use crate::tools::references::{FindReferencesOutput, FindReferencesParams};
-use crate::tools::reveals::Reveals;
-use crate::tools::search_files::{SearchFilesOutput, SearchFilesParams};
-use crate::tools::search_text::{SearchTextOutput, SearchTextParams};
-use crate::tools::semantic::{
+use code_intel_semantic::sync::SyncReport;
+use code_intel_session::session::{SessionResult, Sessions, StartRequest};
+use code_intel_session::tools::context::{UpdateContextOutput, UpdateContextParams};
+use code_intel_session::tools::definitions::{FindDefinitionsOutput, FindDefinitionsParams};
+use code_intel_session::tools::function_at_line::{GetFunctionAtLineOutput, GetFunctionAtLineParams};
+use code_intel_session::tools::impact::{AnalyzeImpactOutput, AnalyzeImpactParams};
+use code_intel_session::tools::page::MAX_RESPONSE_BYTES;
+use code_intel_session::tools::query::{QueryOutput, QueryParams};
+use code_intel_session::tools::references::{FindReferencesOutput, FindReferencesParams};
+use code_intel_session::tools::reveals::Reveals;
+use code_intel_session::tools::search_files::{SearchFilesOutput, SearchFilesParams};
+use code_intel_session::tools::search_text::{SearchTextOutput, SearchTextParams};
+use code_intel_session::tools::semantic::{
     ChunkDetail, FetchChunkDetailParams, RecordOutcomeOutput, RecordOutcomeParams, SemanticSearchOutput,
     SemanticSearchParams, SyncIndexParams,
 };
-use crate::tools::structure::{AnalyzeStructureOutput, AnalyzeStructureParams};
-use crate::tools::symbols::{GetSymbolsOutput, GetSymbolsParams};
-use crate::tools::{self, ToolError, ToolResult};
-use crate::workspace::Workspace;
-use code_intel_semantic::sync::SyncReport;
+use code_intel_session::tools::structure::{AnalyzeStructureOutput, AnalyzeStructureParams};
+use code_intel_session::tools::symbols::{GetSymbolsOutput, GetSymbolsParams};
+use code_intel_session::tools::{self, ToolError, ToolResult};
+use code_intel_session::workspace::Workspace;
 use code_intel_workflow::engine::registry;
 use code_intel_workflow::engine::state::Flags;
 
-impl IntoCallToolResult for ToolError {
+/// A tool's refusal as its MCP answer: an `isError` result whose structured content is the
+/// contract's error object. (A wrapper because the trait is rmcp's and the error the session
+/// crate's.)
+#[derive(Debug)]
+pub struct Refusal(ToolError);
+
+impl IntoCallToolResult for Refusal {
     fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
-        let value = serde_json::to_value(&self).unwrap_or_default();
+        let value = serde_json::to_value(&self.0).unwrap_or_default();
         Ok(CallToolResult::structured_error(value).into())
     }
 }
@@ -92,7 +98,7 @@ impl CodeIntelServer {
         &self,
         name: &'static str,
         f: impl FnOnce(&Workspace) -> ToolResult<T> + Send + 'static,
-    ) -> Result<Json<T>, ToolError> {
+    ) -> Result<Json<T>, Refusal> {
         let ws = Arc::clone(&self.ws);
         let sessions = Arc::clone(&self.sessions);
         let task = move || {
@@ -108,8 +114,10 @@ impl CodeIntelServer {
             }
         };
         match tokio::task::spawn_blocking(task).await {
-            Ok(result) => result.map(Json),
-            Err(e) => Err(ToolError { error: "internal_error".into(), message: format!("tool task failed: {e}") }),
+            Ok(result) => result.map(Json).map_err(Refusal),
+            Err(e) => {
+                Err(Refusal(ToolError { error: "internal_error".into(), message: format!("tool task failed: {e}") }))
+            }
         }
     }
 
@@ -242,7 +250,7 @@ impl CodeIntelServer {
     async fn search_text(
         &self,
         Parameters(p): Parameters<SearchTextParams>,
-    ) -> Result<Json<SearchTextOutput>, ToolError> {
+    ) -> Result<Json<SearchTextOutput>, Refusal> {
         self.run("search_text", move |ws| tools::search_text::search_text(ws, p)).await
     }
 
@@ -253,7 +261,7 @@ impl CodeIntelServer {
     async fn search_files(
         &self,
         Parameters(p): Parameters<SearchFilesParams>,
-    ) -> Result<Json<SearchFilesOutput>, ToolError> {
+    ) -> Result<Json<SearchFilesOutput>, Refusal> {
         self.run("search_files", move |ws| tools::search_files::search_files(ws, p)).await
     }
 
@@ -264,7 +272,7 @@ impl CodeIntelServer {
     async fn find_definitions(
         &self,
         Parameters(p): Parameters<FindDefinitionsParams>,
-    ) -> Result<Json<FindDefinitionsOutput>, ToolError> {
+    ) -> Result<Json<FindDefinitionsOutput>, Refusal> {
         self.run("find_definitions", move |ws| tools::definitions::find_definitions(ws, p)).await
     }
 
@@ -275,7 +283,7 @@ impl CodeIntelServer {
     async fn find_references(
         &self,
         Parameters(p): Parameters<FindReferencesParams>,
-    ) -> Result<Json<FindReferencesOutput>, ToolError> {
+    ) -> Result<Json<FindReferencesOutput>, Refusal> {
         self.run("find_references", move |ws| tools::references::find_references(ws, p)).await
     }
 
@@ -286,7 +294,7 @@ impl CodeIntelServer {
     async fn get_symbols(
         &self,
         Parameters(p): Parameters<GetSymbolsParams>,
-    ) -> Result<Json<GetSymbolsOutput>, ToolError> {
+    ) -> Result<Json<GetSymbolsOutput>, Refusal> {
         self.run("get_symbols", move |ws| tools::symbols::get_symbols(ws, p)).await
     }
 
@@ -297,7 +305,7 @@ impl CodeIntelServer {
     async fn analyze_structure(
         &self,
         Parameters(p): Parameters<AnalyzeStructureParams>,
-    ) -> Result<Json<AnalyzeStructureOutput>, ToolError> {
+    ) -> Result<Json<AnalyzeStructureOutput>, Refusal> {
         self.run("analyze_structure", move |ws| tools::structure::analyze_structure(ws, p)).await
     }
 
@@ -308,7 +316,7 @@ impl CodeIntelServer {
     async fn get_function_at_line(
         &self,
         Parameters(p): Parameters<GetFunctionAtLineParams>,
-    ) -> Result<Json<GetFunctionAtLineOutput>, ToolError> {
+    ) -> Result<Json<GetFunctionAtLineOutput>, Refusal> {
         self.run("get_function_at_line", move |ws| tools::function_at_line::get_function_at_line(ws, p)).await
     }
 
@@ -319,7 +327,7 @@ impl CodeIntelServer {
     async fn analyze_impact(
         &self,
         Parameters(p): Parameters<AnalyzeImpactParams>,
-    ) -> Result<Json<AnalyzeImpactOutput>, ToolError> {
+    ) -> Result<Json<AnalyzeImpactOutput>, Refusal> {
         self.run("analyze_impact", move |ws| tools::impact::analyze_impact(ws, p)).await
     }
 
@@ -327,7 +335,7 @@ impl CodeIntelServer {
         name = "query",
         description = "Use for an open question when you do not know which tool fits: it plans calls to the other tools from the question, symbol and file_path, runs them, and returns the plan with the results."
     )]
-    async fn query(&self, Parameters(p): Parameters<QueryParams>) -> Result<Json<QueryOutput>, ToolError> {
+    async fn query(&self, Parameters(p): Parameters<QueryParams>) -> Result<Json<QueryOutput>, Refusal> {
         self.run("query", move |ws| tools::query::query(ws, p)).await
     }
 
@@ -338,7 +346,7 @@ impl CodeIntelServer {
     async fn semantic_search(
         &self,
         Parameters(p): Parameters<SemanticSearchParams>,
-    ) -> Result<Json<SemanticSearchOutput>, ToolError> {
+    ) -> Result<Json<SemanticSearchOutput>, Refusal> {
         self.run("semantic_search", move |ws| tools::semantic::semantic_search(ws, p)).await
     }
 
@@ -349,7 +357,7 @@ impl CodeIntelServer {
     async fn fetch_chunk_detail(
         &self,
         Parameters(p): Parameters<FetchChunkDetailParams>,
-    ) -> Result<Json<ChunkDetail>, ToolError> {
+    ) -> Result<Json<ChunkDetail>, Refusal> {
         self.run("fetch_chunk_detail", move |ws| tools::semantic::fetch_chunk_detail(ws, p)).await
     }
 
@@ -357,7 +365,7 @@ impl CodeIntelServer {
         name = "sync_index",
         description = "Use when semantic_search says its index is partial or stale: brings the Forest (the semantic index) up to date now, embedding only changed files. force rebuilds it (cached embeddings are reused)."
     )]
-    async fn sync_index(&self, Parameters(p): Parameters<SyncIndexParams>) -> Result<Json<SyncReport>, ToolError> {
+    async fn sync_index(&self, Parameters(p): Parameters<SyncIndexParams>) -> Result<Json<SyncReport>, Refusal> {
         self.run("sync_index", move |ws| tools::semantic::sync_index(ws, p)).await
     }
 
@@ -368,7 +376,7 @@ impl CodeIntelServer {
     async fn record_outcome(
         &self,
         Parameters(p): Parameters<RecordOutcomeParams>,
-    ) -> Result<Json<RecordOutcomeOutput>, ToolError> {
+    ) -> Result<Json<RecordOutcomeOutput>, Refusal> {
         self.run("record_outcome", move |ws| tools::semantic::record_outcome(ws, p)).await
     }
 
@@ -379,7 +387,7 @@ impl CodeIntelServer {
     async fn update_context(
         &self,
         Parameters(p): Parameters<UpdateContextParams>,
-    ) -> Result<Json<UpdateContextOutput>, ToolError> {
+    ) -> Result<Json<UpdateContextOutput>, Refusal> {
         self.run("update_context", move |ws| tools::context::update_context(ws, p)).await
     }
 
@@ -535,7 +543,9 @@ pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
 /// The output schema of a session tool: the schema of what it answers when it succeeds (a
 /// refusal or an error is `isError: true` with `{error, message, …}`).
 fn session_output_schema(tool: &str) -> Option<Arc<serde_json::Map<String, serde_json::Value>>> {
-    use crate::session::{CleanupReply, ExploredAdded, ReviewReply, SessionReply, StatusReply, WriteCheck};
+    use code_intel_session::session::{
+        CleanupReply, ExploredAdded, ReviewReply, SessionReply, StatusReply, WriteCheck,
+    };
     use rmcp::handler::server::common::schema_for_output;
     Some(match tool {
         "start_session" | "submit_phase" => schema_for_output::<SessionReply>(),
@@ -571,13 +581,13 @@ pub fn vocabulary() -> code_intel_workflow::contract::lint::Vocabulary {
         property_names(code_intel_workflow::engine::schema::base(key), &mut words);
     }
     let answers = [
-        schemars::schema_for!(crate::session::SessionReply),
-        schemars::schema_for!(crate::session::StatusReply),
-        schemars::schema_for!(crate::session::SessionError),
-        schemars::schema_for!(crate::session::WriteCheck),
-        schemars::schema_for!(crate::session::ExploredAdded),
-        schemars::schema_for!(crate::session::ReviewReply),
-        schemars::schema_for!(crate::session::CleanupReply),
+        schemars::schema_for!(code_intel_session::session::SessionReply),
+        schemars::schema_for!(code_intel_session::session::StatusReply),
+        schemars::schema_for!(code_intel_session::session::SessionError),
+        schemars::schema_for!(code_intel_session::session::WriteCheck),
+        schemars::schema_for!(code_intel_session::session::ExploredAdded),
+        schemars::schema_for!(code_intel_session::session::ReviewReply),
+        schemars::schema_for!(code_intel_session::session::CleanupReply),
     ];
     for schema in answers {
         property_names(schema.as_value(), &mut words);

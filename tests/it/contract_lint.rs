@@ -35,7 +35,7 @@ fn a_fake_tool_in_an_instruction_fails_the_lint() {
         "phases:\n  READY_IMPL:\n    instruction: |-\n      Implement task {task_id}.\n      Submit via complete_task(task_id, data={summary, checklist}).\n",
     )
     .unwrap();
-    let (contract, warning) = git_code_intel::workspace::load_contract(dir.path());
+    let (contract, warning) = code_intel_session::workspace::load_contract(dir.path());
     assert!(warning.is_none());
     let issues = lint::lint(&contract, &mcp::vocabulary());
     assert_eq!(issues.len(), 1, "{issues:?}");
@@ -52,7 +52,7 @@ fn comment_text_and_unfilled_placeholders_fail_the_lint() {
         "phases:\n  MERGE:\n    instruction: |-\n      Submit via submit_phase.\n      # v1.15: Externalized Message Definitions\nsession_messages:\n  checkpoint_conflict:\n    message: \"Conflict in {session_id}.\"\n",
     )
     .unwrap();
-    let (contract, _) = git_code_intel::workspace::load_contract(dir.path());
+    let (contract, _) = code_intel_session::workspace::load_contract(dir.path());
     let issues = lint::lint(&contract, &Vocabulary { tools: ["submit_phase".to_owned()].into(), ..mcp::vocabulary() });
     let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
     assert!(text.iter().any(|t| t.starts_with("phases.MERGE.instruction") && t.contains("comment")), "{text:?}");
@@ -83,7 +83,7 @@ fn payload_shapes_in_an_override_are_reported_as_having_no_effect() {
         "phases:\n  Q1:\n    expected_payload:\n      needs_more_information: bool\n    required_tools: [search_text]\n  Q9:\n    instruction: x\n",
     )
     .unwrap();
-    let (contract, _) = git_code_intel::workspace::load_contract(dir.path());
+    let (contract, _) = code_intel_session::workspace::load_contract(dir.path());
     let paths: Vec<String> = lint::lint(&contract, &mcp::vocabulary()).into_iter().map(|i| i.path).collect();
     assert_eq!(paths, ["phases.Q1.expected_payload", "phases.Q1.required_tools", "phases.Q9"]);
 }

@@ -244,9 +244,9 @@ fn other_tree(root: &Path) -> (std::path::PathBuf, OtherTree) {
     let other = root.parent().unwrap().join(format!("{}-other", root.file_name().unwrap().to_string_lossy()));
     git(root, &["worktree", "add", "-q", "-b", OTHER_BRANCH, other.to_str().unwrap(), "main"]);
     append(&other, "src/auth.py", "\n# the other agent's work in progress\n");
-    let ws = git_code_intel::workspace::Workspace::open(&other, false).unwrap();
-    let sessions = git_code_intel::session::Sessions::open(&ws);
-    let start = git_code_intel::session::StartRequest {
+    let ws = code_intel_session::workspace::Workspace::open(&other, false).unwrap();
+    let sessions = code_intel_session::session::Sessions::open(&ws);
+    let start = code_intel_session::session::StartRequest {
         intent: "INVESTIGATE".into(),
         query: "how does the other agent's task work".into(),
         flags: code_intel_workflow::engine::state::Flags { no_doc_research: true, ..Default::default() },

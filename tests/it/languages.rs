@@ -1,9 +1,9 @@
 //! Every supported language: definitions, syntax-aware references and structure on a fixture.
 
-use git_code_intel::tools::definitions::{FindDefinitionsParams, find_definitions};
-use git_code_intel::tools::references::{FindReferencesParams, find_references};
-use git_code_intel::tools::structure::{AnalyzeStructureParams, analyze_structure};
-use git_code_intel::workspace::Workspace;
+use code_intel_session::tools::definitions::{FindDefinitionsParams, find_definitions};
+use code_intel_session::tools::references::{FindReferencesParams, find_references};
+use code_intel_session::tools::structure::{AnalyzeStructureParams, analyze_structure};
+use code_intel_session::workspace::Workspace;
 
 struct Case {
     file: &'static str,
@@ -251,8 +251,8 @@ fn the_fast_path_answers_what_the_full_index_answers() {
 
 /// Every lookup's JSON, with the `fast_path` field taken out (and returned on its own).
 fn answers(ws: &Workspace, root: &std::path::Path) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
-    use git_code_intel::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
-    use git_code_intel::tools::symbols::{GetSymbolsParams, get_symbols};
+    use code_intel_session::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
+    use code_intel_session::tools::symbols::{GetSymbolsParams, get_symbols};
     let mut out = Vec::new();
     let mut words: Vec<String> = vec!["helper".into(), "help".into(), "GREET".into()];
     for case in CASES {
@@ -373,7 +373,7 @@ fn a_one_shot_lookup_skips_the_walk_while_nothing_changed_and_sees_every_change(
 /// words (without decoding every file), the same with and without the index.
 #[test]
 fn impact_finds_importers_through_the_index() {
-    use git_code_intel::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
+    use code_intel_session::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
     let repo = crate::common::fixture_repo("project");
     let root = repo.path();
     // A file that imports the module but uses none of its names.
@@ -397,7 +397,7 @@ fn impact_finds_importers_through_the_index() {
 /// of the same target, or only imports its module, is not in must_verify.
 #[test]
 fn impact_follows_the_named_symbols() {
-    use git_code_intel::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
+    use code_intel_session::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
     let repo = crate::common::fixture_repo("project");
     let root = repo.path();
     std::fs::write(root.join("src/only_imports.py"), "import auth\n\nVALUE = 1\n").unwrap();
@@ -415,7 +415,7 @@ fn impact_follows_the_named_symbols() {
         };
         analyze_impact(&ws, p).unwrap()
     };
-    let files = |out: &git_code_intel::tools::impact::AnalyzeImpactOutput| {
+    let files = |out: &code_intel_session::tools::impact::AnalyzeImpactOutput| {
         out.must_verify.iter().map(|e| e.file.clone()).collect::<Vec<_>>()
     };
     let whole = run(None);

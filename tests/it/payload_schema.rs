@@ -250,8 +250,8 @@ fn a_payload_missing_a_required_field_is_refused() {
 /// stays sound.
 #[test]
 fn random_payloads_through_the_session_adapter_move_no_ref() {
-    use git_code_intel::session::{Sessions, StartRequest};
-    use git_code_intel::workspace::Workspace;
+    use code_intel_session::session::{Sessions, StartRequest};
+    use code_intel_session::workspace::Workspace;
     let repo = crate::common::fixture_repo("project");
     let root = repo.path();
     crate::common::git(root, &["checkout", "-q", "-b", "main"]);
@@ -284,7 +284,7 @@ fn random_payloads_through_the_session_adapter_move_no_ref() {
                 assert_eq!(refs(), before, "round {round}: a refused payload moved a ref: {payload}");
             } else {
                 // Accepted by chance: go back to a known phase by starting over.
-                git_code_intel::session::store::SessionStore::open(root).unwrap().clean().unwrap();
+                code_intel_session::session::store::SessionStore::open(root).unwrap().clean().unwrap();
                 let start = StartRequest { intent: "IMPLEMENT".into(), query: QUERY.into(), ..StartRequest::default() };
                 assert!(sessions.start(&ws, start).is_ok(), "start_session again");
                 for earlier in &valid[..round] {

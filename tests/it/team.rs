@@ -15,7 +15,7 @@ use crate::common::mcp_client::{BIN, Client, connect, ok};
 use crate::common::{fsck_clean, git};
 use code_intel_gitstate::shared;
 use code_intel_semantic::map::{MapStore, Origin};
-use git_code_intel::session::store::SessionStore;
+use code_intel_session::session::store::SessionStore;
 
 const STEPS: usize = 24;
 const SEED: u64 = 23;

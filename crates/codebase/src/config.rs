@@ -34,7 +34,7 @@ pub struct Config {
     /// Files over this many bytes are skipped by the walk, with a note in the output.
     pub max_file_size: u64,
     /// What the pre-commit hook and review_changes flag as garbage.
-    pub garbage: crate::garbage::GarbageRules,
+    pub garbage: GarbageRules,
     /// Shell commands the PreToolUse hook lets run outside READY besides the built-in
     /// read-only ones: a name (`make`) or a name and its first operand (`cargo metadata`).
     pub read_only_commands: Vec<String>,
@@ -58,7 +58,7 @@ impl Default for Config {
             dense_weight: 0.7,
             sync_on_start: true,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
-            garbage: crate::garbage::GarbageRules::default(),
+            garbage: GarbageRules::default(),
             read_only_commands: Vec::new(),
             verify_commands: Vec::new(),
         }
@@ -129,6 +129,34 @@ impl Config {
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Config::default(), None),
             Err(e) => (Config::default(), Some(format!("{}: {e}; using defaults", path.display()))),
+        }
+    }
+}
+
+/// Which garbage checks run ([`crate::garbage`]), from `.code-intel/config.json` (`garbage`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GarbageRules {
+    pub debug_statements: bool,
+    pub temp_files: bool,
+    pub conflict_markers: bool,
+    pub todo_stubs: bool,
+    pub large_binaries: bool,
+    pub secrets: bool,
+    /// Binary files above this many bytes are flagged.
+    pub max_binary_bytes: u64,
+}
+
+impl Default for GarbageRules {
+    fn default() -> Self {
+        GarbageRules {
+            debug_statements: true,
+            temp_files: true,
+            conflict_markers: true,
+            todo_stubs: true,
+            large_binaries: true,
+            secrets: true,
+            max_binary_bytes: 1024 * 1024,
         }
     }
 }

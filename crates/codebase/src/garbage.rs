@@ -5,35 +5,9 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// Which checks run, from `.code-intel/config.json` (`garbage`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct GarbageRules {
-    pub debug_statements: bool,
-    pub temp_files: bool,
-    pub conflict_markers: bool,
-    pub todo_stubs: bool,
-    pub large_binaries: bool,
-    pub secrets: bool,
-    /// Binary files above this many bytes are flagged.
-    pub max_binary_bytes: u64,
-}
-
-impl Default for GarbageRules {
-    fn default() -> Self {
-        GarbageRules {
-            debug_statements: true,
-            temp_files: true,
-            conflict_markers: true,
-            todo_stubs: true,
-            large_binaries: true,
-            secrets: true,
-            max_binary_bytes: 1024 * 1024,
-        }
-    }
-}
+pub use crate::config::GarbageRules;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

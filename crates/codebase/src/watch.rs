@@ -9,7 +9,7 @@
 //! Elsewhere it uses `notify`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -83,7 +83,11 @@ fn ignored(name: Option<&std::ffi::OsStr>) -> bool {
 
 #[cfg(target_os = "linux")]
 mod backend {
-    use super::*;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::ignored;
     use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
     pub(super) type Handle = WatchDescriptor;
@@ -145,7 +149,11 @@ mod backend {
 
 #[cfg(not(target_os = "linux"))]
 mod backend {
-    use super::*;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::ignored;
     use notify::{EventKind, RecursiveMode, Watcher};
 
     pub type Handle = ();

@@ -78,7 +78,7 @@ pub fn git(root: &Path, args: &[&str]) -> String {
 /// test can stand in for an earlier version or a corrupted store that this clone still wrote.
 pub fn checkpoint_seal(root: &Path, content: &[u8]) -> String {
     let key = code_intel_gitstate::seal::CloneKey::load_or_create(&root.join(".git")).unwrap();
-    key.seal(git_code_intel::session::store::CHECKPOINT_SEAL, content)
+    key.seal(code_intel_session::session::store::CHECKPOINT_SEAL, content)
 }
 
 /// Points the session `id` of the work tree at `root` at a checkpoint commit of `content`,

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 
 use rayon::prelude::*;
 
+use super::build::{self, Outcome, RefreshReport};
 use super::format::{self, Record};
-use super::refresh::{self, Outcome, RefreshReport};
 use super::stamp::{Changes, ignore_files, is_under, parent_of, regular_file};
 use super::{IndexedFile, OverlayMeta, Part, SymbolIndex, store};
 use crate::config::Config;
@@ -266,12 +266,12 @@ pub(super) fn refresh(
     delta: Delta,
 ) -> (SymbolIndex, RefreshReport) {
     let started = std::time::Instant::now();
-    let candidates = refresh::source_candidates(repo, config, delta.files);
+    let candidates = build::source_candidates(repo, config, delta.files);
     let outcomes: Vec<Outcome> = candidates
         .par_iter()
         .map(|(file, lang)| {
             let before = previous.position(&file.rel).and_then(|i| Some((i, previous.meta(i)?)));
-            refresh::index_file(file, *lang, before.as_ref().map(|(i, m)| (*i, m)), &previous)
+            build::index_file(file, *lang, before.as_ref().map(|(i, m)| (*i, m)), &previous)
         })
         .collect();
     tracing::debug!("index delta: {} files read, {:?}", candidates.len(), started.elapsed());
@@ -346,14 +346,12 @@ pub(super) fn refresh(
     }
 
     // The overlay's files in path order, each from the previous overlay or parsed now.
-    let places: Vec<refresh::Place> = next
+    let places: Vec<build::Place> = next
         .files
         .iter()
         .map(|(rel, entry)| match entry {
-            Entry::Kept { id, record } => {
-                refresh::Place::Stored { slot: refresh::OVERLAY, id: *id, record: *record, rel }
-            }
-            Entry::New(f) => refresh::Place::New(f),
+            Entry::Kept { id, record } => build::Place::Stored { slot: build::OVERLAY, id: *id, record: *record, rel },
+            Entry::New(f) => build::Place::New(f),
         })
         .collect();
     let meta = OverlayMeta {
@@ -363,8 +361,8 @@ pub(super) fn refresh(
     };
     // The base is not a part of the overlay: its files are left where they are.
     let slots = [None, overlay.map(|o| &o.opened)];
-    let (files, ids) = refresh::plan(&places, &slots, |_| true);
-    let parts = refresh::parts_of(&slots, &ids);
+    let (files, ids) = build::plan(&places, &slots, |_| true);
+    let parts = build::parts_of(&slots, &ids);
     let written = store::write_overlay(repo.root(), &files, &parts, &meta);
     drop((files, parts, places, next));
     let index = match (written, previous.into_base()) {
@@ -383,5 +381,5 @@ pub(super) fn refresh(
 /// Whether a change this size is read by [`refresh()`] (else the whole refresh, which stores what
 /// it parses a segment at a time, takes it).
 pub(super) fn is_small(delta: &Delta) -> bool {
-    delta.files.len() < refresh::SEGMENT_FILES
+    delta.files.len() < build::SEGMENT_FILES
 }

@@ -5,6 +5,7 @@
 //! - [`refresh`] brings it up to date with the work tree, re-parsing only changed files.
 //! - This module holds the in-memory form and its lookups.
 
+mod build;
 pub mod compact;
 mod delta;
 pub mod format;

@@ -11,8 +11,10 @@ use rayon::prelude::*;
 
 use std::path::Path;
 
+use super::build::{BASE, OVERLAY, Outcome, Place, SEGMENT_FILES, index_file, parts_of, plan, source_candidates};
+pub use super::build::{FastPath, RefreshReport};
 use super::delta::{self, Delta};
-use super::format::{self, Previous, Source};
+use super::format::{self, Source};
 use super::stamp::{self, Changes};
 use super::{FileMeta, IndexedFile, OverlayMeta, Part, SymbolIndex, store};
 use crate::config::Config;
@@ -20,28 +22,6 @@ use crate::lang::Lang;
 use crate::repo::Repo;
 use crate::syntax;
 use crate::walk::{self, WalkOptions, WalkedFile};
-
-/// What a refresh did, and which files it could not index.
-#[derive(Debug, Default, Clone)]
-pub struct RefreshReport {
-    pub files: usize,
-    pub parsed: usize,
-    pub removed: usize,
-    pub changed: bool,
-    pub too_large: Vec<(String, u64)>,
-    pub binary: Vec<String>,
-    /// The directories the walk entered: what a file watcher needs to watch.
-    pub dirs: Vec<std::path::PathBuf>,
-    /// The directories passed over as other repositories (they hold `.git`), relative.
-    pub nested: Vec<String>,
-    /// Source files that could not be read (tried again on every refresh).
-    pub unreadable: Vec<String>,
-    /// Set when the answer came from [`refresh_subset`] (no index yet), not from the index.
-    pub fast_path: Option<FastPath>,
-    /// The overlay has grown past its threshold: fold it into the base
-    /// ([`super::compact`]), in the background.
-    pub compaction_due: bool,
-}
 
 /// What a lookup needs from the index. Before the index exists, a lookup that names what it
 /// needs is answered from the files that can matter ([`refresh_subset`]) instead of waiting
@@ -58,46 +38,10 @@ pub enum Lookup {
     Paths(Vec<String>),
 }
 
-/// How a lookup was answered before the index existed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FastPath {
-    /// Source files that could matter, parsed for this answer.
-    pub parsed: usize,
-    /// Source files the walk saw.
-    pub source_files: usize,
-    /// What the candidates were chosen by (the words, or the paths).
-    pub by: String,
-}
-
 /// Below this many files to parse, no progress is printed.
 const PROGRESS_THRESHOLD: usize = 500;
 
-pub(super) enum Outcome {
-    /// Unchanged: the live file with this id.
-    Keep(u32),
-    /// The live file with this id, its content unchanged and its time moved.
-    Touch(u32, i64),
-    /// The base's file with this id: the content is the base's again (an edit undone, a branch
-    /// switched back), at this time.
-    Restore(u32, i64),
-    New(Box<IndexedFile>),
-    /// Parsed, and stored aside in segment `.0` as its file `.1` ([`Segments`]).
-    Segment(u32, u32),
-    Binary(String),
-    Unreadable(String),
-}
-
-/// Where a file of the refreshed index comes from: file `id` of a stored index (the base, the
-/// overlay or a segment: its `slot`), whose record (with its time brought up to date) is
-/// copied, or a file parsed now.
-pub(super) enum Place<'a> {
-    Stored { slot: usize, id: u32, record: format::Record, rel: &'a str },
-    New(&'a IndexedFile),
-}
-
-/// The slots of [`Place::Stored`]: the base, the overlay, then segment `k` at `SEGMENT + k`.
-pub(super) const BASE: usize = 0;
-pub(super) const OVERLAY: usize = 1;
+/// The slots of segments: segment `k` is at `SEGMENT + k` ([`Place::Stored`]).
 const SEGMENT: usize = 2;
 
 /// The stored indexes a refresh can keep files from, by slot.
@@ -111,52 +55,6 @@ fn slots_of<'a>(
     slots
 }
 
-/// The sources of the `places` that `keep` accepts, in order, each kept one pointing at its
-/// slot's position among the slots present; and, per slot, the new ids of its files.
-pub(super) fn plan<'a>(
-    places: &[Place<'a>],
-    slots: &[Option<&format::Opened>],
-    keep: impl Fn(&Place) -> bool,
-) -> (Vec<Source<'a>>, Vec<Vec<Option<u32>>>) {
-    let position: Vec<usize> = slots
-        .iter()
-        .scan(0, |next, s| {
-            let at = *next;
-            *next += usize::from(s.is_some());
-            Some(at)
-        })
-        .collect();
-    let mut ids: Vec<Vec<Option<u32>>> = slots.iter().map(|s| vec![None; s.map_or(0, |o| o.records.len())]).collect();
-    let mut files = Vec::with_capacity(places.len());
-    for place in places.iter().filter(|p| keep(p)) {
-        match place {
-            Place::Stored { slot, id, record, rel } => {
-                if let Some(new_id) = ids.get_mut(*slot).and_then(|v| v.get_mut(*id as usize)) {
-                    *new_id = Some(files.len() as u32);
-                }
-                files.push(Source::Kept {
-                    record: *record,
-                    rel,
-                    from: position.get(*slot).copied().unwrap_or(usize::MAX),
-                });
-            }
-            Place::New(f) => files.push(f.as_source()),
-        }
-    }
-    (files, ids)
-}
-
-/// The slots present, as `format::write` takes them.
-pub(super) fn parts_of<'a>(slots: &[Option<&'a format::Opened>], ids: &'a [Vec<Option<u32>>]) -> Vec<Previous<'a>> {
-    slots.iter().zip(ids).filter_map(|(s, new_ids)| Some(Previous { opened: (*s)?, new_ids })).collect()
-}
-
-/// From how many files to parse on, a refresh stores what it parsed aside a segment at a time
-/// (a few in the unit tests, so their builds are merged from segments).
-#[cfg(not(test))]
-pub(super) const SEGMENT_FILES: usize = 1024;
-#[cfg(test)]
-pub(super) const SEGMENT_FILES: usize = 4;
 /// How much source a segment holds (a few bytes in the unit tests).
 #[cfg(not(test))]
 const SEGMENT_BYTES: u64 = 16 << 20;
@@ -610,17 +508,6 @@ fn finish(
     (index, report)
 }
 
-/// The files the index holds among `files`: those under the configured source directories, in
-/// a language it parses, each with that language.
-pub(super) fn source_candidates(repo: &Repo, config: &Config, files: Vec<WalkedFile>) -> Vec<(WalkedFile, Lang)> {
-    let sources = config.source_prefixes(repo.root());
-    files
-        .into_iter()
-        .filter(|f| Config::in_source_dirs(&sources, &f.rel))
-        .filter_map(|f| Lang::detect(f.rel.as_ref()).map(|l| (f, l)))
-        .collect()
-}
-
 /// `previous` as the stored index has it: an overlay written for a base that another process
 /// has since replaced (a compaction, `git code-intel index`) would be ignored by every reader,
 /// so when the stored base is not `previous`'s, the stored index (base and overlay) is taken
@@ -726,39 +613,4 @@ pub fn refresh_subset(repo: &Repo, config: &Config, lookup: &Lookup) -> (SymbolI
         },
     });
     (SymbolIndex::from_files(files), report)
-}
-
-pub(super) fn index_file(
-    file: &WalkedFile,
-    lang: Lang,
-    old: Option<(u32, &FileMeta)>,
-    previous: &SymbolIndex,
-) -> Outcome {
-    let Ok(bytes) = std::fs::read(&file.abs) else { return Outcome::Unreadable(file.rel.clone()) };
-    if walk::looks_binary(&bytes) {
-        return Outcome::Binary(file.rel.clone());
-    }
-    let hash = *blake3::hash(&bytes).as_bytes();
-    if let Some((i, o)) = old
-        && o.hash == hash
-        && o.lang == lang
-    {
-        return Outcome::Touch(i, file.mtime_ns);
-    }
-    // The base's own version (behind the overlay's, or removed): nothing to parse.
-    if let Some((id, base)) = previous.base_meta(&file.rel)
-        && base.hash == hash
-        && base.lang == lang
-        && base.size == bytes.len() as u64
-    {
-        return Outcome::Restore(id, file.mtime_ns);
-    }
-    Outcome::New(Box::new(IndexedFile {
-        rel: file.rel.clone(),
-        size: bytes.len() as u64,
-        mtime_ns: file.mtime_ns,
-        hash,
-        lang,
-        syntax: syntax::extract(lang, &bytes),
-    }))
 }

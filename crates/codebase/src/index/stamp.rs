@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::refresh::RefreshReport;
+use super::build::RefreshReport;
 use super::{FileMeta, SymbolIndex, store};
 use crate::repo::Repo;
 use crate::walk;

@@ -10,12 +10,13 @@
 //! - [`flow`]: the phase matrix (intent × flags).
 //! - [`payload`]: each phase's payload as a type, and the decoding of a submitted one.
 //! - [`schema`]: `expected_payload_schema` and `expected_payload`, made from those types.
-//! - [`submit`]: `start_session` and `submit_phase`; [`tasks`]: READY's plan and completions.
+//! - [`submit`]: `start_session` and `submit_phase`, with READY's plan and completions (`submit/tasks.rs`).
 //! - [`response`]: what the engine answers, as types.
 //! - [`evidence`]: `file:line` evidence and empty-implementation detection.
 //! - [`registry`]: the tools this server serves and what each does.
 
 pub mod cap;
+pub mod decode;
 pub mod evidence;
 pub mod flow;
 pub mod payload;
@@ -25,7 +26,6 @@ pub mod response;
 pub mod schema;
 pub mod state;
 pub mod submit;
-pub mod tasks;
 
 use crate::contract::catalogue as msg;
 use crate::contract::{Contract, ContractMessage};

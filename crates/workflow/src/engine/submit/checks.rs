@@ -1,7 +1,14 @@
 //! The phase-specific checks of a payload: the tools it claims against those served, the query
 //! frame, the documents read, the files reviewed and discarded.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::{MIN_REASON_CHARS, Step, document_path, normalize_rel, normalize_text};
+use crate::contract::catalogue::{self as msg, Msg};
+use crate::engine::payload::{self, Body};
+use crate::engine::phase::Phase;
+use crate::engine::response::Refused;
+use crate::engine::{registry, schema};
 
 impl Step<'_> {
     /// `tools_used` against what the server really served in this phase.
@@ -167,7 +174,7 @@ pub(super) fn body_fits(phase: Phase, body: &Body) -> bool {
     )
 }
 
-pub(super) fn slot_hint(slot: &str) -> Msg {
+fn slot_hint(slot: &str) -> Msg {
     match slot {
         "target_feature" => msg::TARGET_FEATURE_MISSING,
         "trigger_condition" => msg::TRIGGER_CONDITION_MISSING,

@@ -9,22 +9,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::cap;
+use super::decode::{self, Violation};
 use super::evidence::{self, EvidenceFile};
 use super::flow::{self, Next};
-use super::payload::{self, Body, Payload, Violation};
+use super::payload::{Body, Payload};
 use super::phase::{self, Phase, ReadyStep};
-use super::registry;
 use super::response::{self, PhaseResponse, Refused};
 use super::schema;
-use super::state::{Checkpoint, Counters, Flags, GateLevel, Intent, PhaseState, SessionState, SummaryRecord};
-use super::tasks;
+use super::state::{Checkpoint, Counters, Flags, Intent, PhaseState, SessionState, SummaryRecord};
 use crate::contract::Contract;
 use crate::contract::catalogue::{self as msg, Msg};
 
 mod checks;
+mod tasks;
 mod transition;
 
-use checks::*;
+use checks::body_fits;
 
 /// Minimum length of a gate's reason and of a skipped checklist item's reason.
 pub const MIN_REASON_CHARS: usize = 10;
@@ -166,7 +166,7 @@ pub fn submit_value(
     if state.is_complete() {
         return Err(response::refusal(contract, session, msg::NO_ACTIVE_SESSION, &[]));
     }
-    let payload = payload::decode(state.phase(), data).map_err(|v| {
+    let payload = decode::decode(state.phase(), data).map_err(|v| {
         let mut r = refuse(contract, session, v);
         let claimed = data.get("compaction_count").and_then(Value::as_u64);
         if claimed.is_some_and(|c| c != state.compaction_count) {

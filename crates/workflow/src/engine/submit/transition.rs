@@ -1,7 +1,15 @@
 //! What an accepted payload does: the next phase from the flow, the counters, the gates, and the
 //! effect the adapter carries out.
 
-use super::*;
+use serde_json::Value;
+
+use super::{BranchChoice, Effect, MIN_REASON_CHARS, Outcome, Step, normalize_rel, tasks};
+use crate::contract::catalogue::{self as msg, Msg};
+use crate::engine::flow::{self, Next};
+use crate::engine::payload::{self, Body};
+use crate::engine::phase::{Phase, ReadyStep};
+use crate::engine::response::Refused;
+use crate::engine::state::{Checkpoint, GateLevel, SessionState};
 
 impl Step<'_> {
     /// The phase's own checks and effects on `next`; returns where the session goes.

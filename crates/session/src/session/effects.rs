@@ -1,8 +1,20 @@
 //! The git work the engine asks for (task branch, commit, merge, stale branches), carried out
 //! with the checkpoint as one journaled operation, and what the history keeps of a session.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::Sessions;
+use super::replies::{
+    CleanupReply, ErrorBody, KeptBranch, ReviewReply, SessionError, SessionResult, contract_error, invalid, plain,
+};
+use super::store::SessionStore;
+use crate::branches;
+use crate::workspace::Workspace;
+use code_intel_workflow::contract::catalogue::{self as msg, Msg};
+use code_intel_workflow::engine::phase::Phase;
+use code_intel_workflow::engine::state::{Checkpoint, SessionState};
 use code_intel_workflow::engine::submit::BranchChoice;
+use code_intel_workflow::engine::submit::Effect;
 
 /// A failed effect: nothing changed. The contract message of the failure, its placeholders,
 /// and what went wrong (for `details`).
@@ -415,7 +427,7 @@ pub(super) fn task_changes(ws: &Workspace, st: &SessionState) -> Option<Vec<Stri
 }
 
 /// Records a task branch (created or adopted) in the session.
-pub(super) fn adopt_into(st: &mut SessionState, b: branches::TaskBranch) {
+fn adopt_into(st: &mut SessionState, b: branches::TaskBranch) {
     st.task_branch = Some(b.name);
     st.base_branch = Some(b.base);
     st.base_commit = Some(b.base_commit.to_string());
@@ -423,7 +435,7 @@ pub(super) fn adopt_into(st: &mut SessionState, b: branches::TaskBranch) {
 }
 
 /// The checkpoint's record of the user's own changes, with blob ids parsed.
-pub(super) fn user_changes_of(st: &SessionState) -> BTreeMap<String, Option<gix::ObjectId>> {
+fn user_changes_of(st: &SessionState) -> BTreeMap<String, Option<gix::ObjectId>> {
     st.user_changes
         .iter()
         .map(|(p, id)| (p.clone(), id.as_ref().and_then(|i| gix::ObjectId::from_hex(i.as_bytes()).ok())))
@@ -431,7 +443,7 @@ pub(super) fn user_changes_of(st: &SessionState) -> BTreeMap<String, Option<gix:
 }
 
 /// What the merge note records: the request, the tasks, the outcome and the phase summaries.
-pub(super) fn session_note(cp: &Checkpoint) -> String {
+fn session_note(cp: &Checkpoint) -> String {
     let st = &cp.orchestrator_state;
     let note = serde_json::json!({
         "session_id": st.session_id,

@@ -293,7 +293,7 @@ fn run(ws: &Workspace, tool: &str, args: Value) -> Result<(Value, Vec<String>), 
         let params: P = serde_json::from_value(args).map_err(|e| ws.invalid_argument("arguments", &e.to_string()))?;
         f(ws, params).map(|o| (serde_json::to_value(&o).unwrap_or(Value::Null), o.revealed_files()))
     }
-    use super::*;
+    use super::{definitions, impact, references, search_files, search_text, structure};
     match tool {
         "search_text" => call(ws, args, search_text::search_text),
         "search_files" => call(ws, args, search_files::search_files),
@@ -351,5 +351,12 @@ fn log_decision(ws: &Workspace, question: Option<&str>, intent: &str, plan: &[Pl
     });
     if let Err(e) = logged {
         tracing::warn!("could not append to the DecisionLog: {e}");
+    }
+}
+
+/// A query shows what its calls showed.
+impl Reveals for QueryOutput {
+    fn revealed_files(&self) -> Vec<String> {
+        self.revealed.clone()
     }
 }

@@ -1,7 +1,21 @@
 //! The facts the engine is given: evidence files, cited files, the documents of
 //! DOCUMENT_RESEARCH; and the checks of paths an agent names.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::lessons;
+use super::replies::{SessionResult, contract_error, invalid};
+use crate::context::docs::DocumentResearch;
+use crate::context::{self, ProjectContext};
+use crate::workspace::Workspace;
+use code_intel_codebase::repo::PathError;
+use code_intel_workflow::contract::catalogue as msg;
+use code_intel_workflow::engine::evidence::EvidenceFile;
+use code_intel_workflow::engine::payload::{Body, Payload};
+use code_intel_workflow::engine::phase::Phase;
+use code_intel_workflow::engine::response::PhaseResponse;
+use code_intel_workflow::engine::state::{Checkpoint, SessionState};
+use code_intel_workflow::engine::submit::{self, DocumentFacts};
 
 pub(super) fn check_repo_path(ws: &Workspace, repo_path: Option<&str>) -> SessionResult<()> {
     let Some(p) = repo_path.map(str::trim).filter(|p| !p.is_empty() && *p != ".") else { return Ok(()) };
@@ -66,7 +80,7 @@ pub(super) fn add_cited_files(ws: &Workspace, data: &serde_json::Value, next: &m
     }
 }
 
-pub(super) fn collect_strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+fn collect_strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
     match v {
         serde_json::Value::String(s) => out.push(s),
         serde_json::Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
@@ -93,7 +107,7 @@ pub(super) const SYMBOL_RELEVANCE_FLOOR: f32 = 0.18;
 
 /// A symbol's name as words: `Auth.refreshToken` and `refresh_token` read as "auth refresh
 /// token" and "refresh token".
-pub(super) fn symbol_words(symbol: &str) -> String {
+fn symbol_words(symbol: &str) -> String {
     let mut out = String::new();
     let mut prev_lower = false;
     for c in symbol.chars() {
@@ -158,7 +172,7 @@ pub(super) fn past_failures_for(
 }
 
 /// DOCUMENT_RESEARCH's ranking: BM25, plus the embedding model when one is installed.
-pub(super) fn research(ws: &Workspace, query: &str) -> DocumentResearch {
+fn research(ws: &Workspace, query: &str) -> DocumentResearch {
     let embed = |texts: &[String]| query_then_documents(ws, texts);
     let embed: Option<context::docs::Embed> = ws.semantic.available().then_some(&embed);
     context::docs::research(&ws.repo, &ws.config, &ProjectContext::load(ws.repo.root()), query, embed)

@@ -5,7 +5,6 @@
 use super::definitions::FindDefinitionsOutput;
 use super::function_at_line::GetFunctionAtLineOutput;
 use super::impact::AnalyzeImpactOutput;
-use super::query::QueryOutput;
 use super::references::FindReferencesOutput;
 use super::search_files::SearchFilesOutput;
 use super::search_text::SearchTextOutput;
@@ -65,12 +64,6 @@ impl Reveals for GetFunctionAtLineOutput {
 impl Reveals for AnalyzeImpactOutput {
     fn revealed_files(&self) -> Vec<String> {
         self.targets.iter().map(|t| t.file.clone()).collect()
-    }
-}
-
-impl Reveals for QueryOutput {
-    fn revealed_files(&self) -> Vec<String> {
-        self.revealed.clone()
     }
 }
 

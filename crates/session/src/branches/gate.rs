@@ -75,7 +75,7 @@ pub fn check(
             .filter(|f| !gate.kept_with_reason.contains(&f.file))
             .collect();
     if !findings.is_empty() {
-        return Err(GateRefusal::Garbage(crate::hooks::finding_lines(&findings)));
+        return Err(GateRefusal::Garbage(finding_lines(&findings)));
     }
     run_hook(repo, root, tree)
 }
@@ -186,3 +186,31 @@ fn cut(text: &str) -> String {
     }
     format!("{}…", &text[..end])
 }
+
+/// Findings as lines for people: at most `FINDINGS_PER_FILE` per file and
+/// `FINDINGS_SHOWN` in all, with how many more there are.
+pub fn finding_lines(findings: &[code_intel_codebase::garbage::Finding]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut per_file: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut hidden = 0;
+    for f in findings {
+        let n = per_file.entry(f.file.as_str()).or_default();
+        *n += 1;
+        if *n > FINDINGS_PER_FILE || out.len() >= FINDINGS_SHOWN {
+            hidden += 1;
+            continue;
+        }
+        out.push(if f.line > 0 {
+            format!("{}:{}: {}", f.file, f.line, f.why)
+        } else {
+            format!("{}: {}", f.file, f.why)
+        });
+    }
+    if hidden > 0 {
+        out.push(format!("… and {hidden} more"));
+    }
+    out
+}
+
+const FINDINGS_PER_FILE: usize = 10;
+const FINDINGS_SHOWN: usize = 50;

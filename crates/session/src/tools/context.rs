@@ -10,7 +10,7 @@ use crate::workspace::Workspace;
 use code_intel_workflow::contract::catalogue as msg;
 
 /// What `init` writes when the file does not exist yet.
-const TEMPLATE: &str = include_str!("../../templates/init/context.yml");
+const TEMPLATE: &str = include_str!("../../../../templates/init/context.yml");
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct UpdateContextParams {

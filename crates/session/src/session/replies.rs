@@ -1,7 +1,16 @@
 //! What the session tools answer, and how they fail: the typed replies the MCP server and the
 //! CLI serialize.
 
-use super::*;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::Error;
+use crate::branches;
+use crate::context::ProjectRules;
+use crate::context::docs::DocumentResearch;
+use crate::workspace::Workspace;
+use code_intel_workflow::contract::catalogue::{self as msg, Msg};
+use code_intel_workflow::engine::response::{PhaseResponse, Refusal, SessionStatus};
 
 /// Why a session tool did not do what was asked.
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -8,26 +8,20 @@
 //!
 //! Answers are typed; the MCP server and the CLI serialize them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Mutex;
-
-use schemars::JsonSchema;
-use serde::Serialize;
 
 use crate::Error;
 use crate::branches;
-use crate::context::docs::DocumentResearch;
-use crate::context::{self, CONTEXT_FILE, ProjectContext, ProjectRules};
+use crate::context::{self, CONTEXT_FILE, ProjectContext};
 use crate::session::store::{SessionStore, Stored};
 use crate::workspace::Workspace;
-use code_intel_codebase::repo::PathError;
-use code_intel_workflow::contract::catalogue::{self as msg, Msg};
-use code_intel_workflow::engine::evidence::EvidenceFile;
-use code_intel_workflow::engine::payload::{self, Body, Payload};
+use code_intel_workflow::contract::catalogue::{self as msg};
+use code_intel_workflow::engine::payload::Payload;
 use code_intel_workflow::engine::phase::{self, Phase, ReadyStep};
-use code_intel_workflow::engine::response::{self, PhaseResponse, Refusal, SessionStatus};
+use code_intel_workflow::engine::response::{self};
 use code_intel_workflow::engine::state::{Checkpoint, Flags, GateLevel, Intent, SessionState};
-use code_intel_workflow::engine::submit::{self, DocumentFacts, Effect, Facts, StartParams};
+use code_intel_workflow::engine::submit::{self, Effect, Facts, StartParams};
 use code_intel_workflow::engine::{self as engine_api, WriteAllowed};
 
 mod effects;
@@ -36,9 +30,15 @@ pub mod lessons;
 mod replies;
 pub mod store;
 
-use effects::*;
-use facts::*;
-pub use replies::*;
+use effects::{EffectFailure, SessionStep, history_record, new_session_id, session_writer, task_changes};
+use facts::{
+    add_cited_files, check_repo_path, document_facts, documents_for, evidence_facts, far_symbols, past_failures_for,
+    resolve_target,
+};
+pub use replies::{
+    ActiveStatus, CleanupReply, ErrorBody, ExploredAdded, InactiveStatus, KeptBranch, ReviewReply, SessionError,
+    SessionReply, SessionResult, StatusReply, WriteCheck,
+};
 use replies::{contract_error, invalid, plain, store_error};
 
 /// What a [`ToolRecord`] belongs to: the phase, and in READY's implementation the task at hand,
@@ -221,7 +221,7 @@ impl Sessions {
             documents: payload.and_then(|p| document_facts(ws, p, &checkpoint.orchestrator_state.query)),
             far_symbols: payload.map(|p| far_symbols(ws, p, &checkpoint.orchestrator_state.query)).unwrap_or_default(),
         };
-        let decoded = payload::decode(checkpoint.orchestrator_state.phase(), &data).ok();
+        let decoded = code_intel_workflow::engine::decode::decode(checkpoint.orchestrator_state.phase(), &data).ok();
         let accepted = match (&decoded, checkpoint.orchestrator_state.is_complete()) {
             (Some(p), false) => submit::submit(&ws.contract, &checkpoint, p, &facts(Some(p))),
             _ => submit::submit_value(&ws.contract, &checkpoint, &data, &facts(None)),

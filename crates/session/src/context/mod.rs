@@ -448,7 +448,7 @@ fn replace_top_level_block(text: &str, key: &str, block: &str) -> String {
 mod tests {
     use super::*;
 
-    const TEMPLATE: &str = include_str!("../../templates/init/context.yml");
+    const TEMPLATE: &str = include_str!("../../../../templates/init/context.yml");
 
     fn repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

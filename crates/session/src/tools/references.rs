@@ -115,7 +115,7 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
         let test_files: std::collections::HashSet<u32> = hits
             .chunk_by(|a, b| a.file == b.file)
             .filter_map(|run| run.first().map(|u| u.file))
-            .filter(|&f| index.meta(f).is_some_and(|m| super::impact::category(m.rel) == "test"))
+            .filter(|&f| index.meta(f).is_some_and(|m| super::category::category(m.rel) == "test"))
             .collect();
         let is_test = |file: u32| test_files.contains(&file);
         // Code first, then tests; each part keeps path and position order.

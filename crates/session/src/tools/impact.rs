@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::category::category;
 use super::{FastPathNote, ToolResult, Workspace};
 use code_intel_codebase::index::SymbolIndex;
 use code_intel_codebase::index::refresh::Lookup;
@@ -109,32 +110,6 @@ pub struct AnalyzeImpactOutput {
     pub symbols_not_defined: Vec<String>,
     /// Set when the answer came before the symbol index existed.
     pub fast_path: Option<FastPathNote>,
-}
-
-pub fn category(rel: &str) -> &'static str {
-    let lower = rel.to_ascii_lowercase();
-    let name = lower.rsplit('/').next().unwrap_or(&lower);
-    let ext = name.rsplit('.').next().unwrap_or("");
-    if lower.split('/').any(|c| matches!(c, "test" | "tests" | "spec" | "specs" | "__tests__" | "testing"))
-        || name.starts_with("test_")
-        || name.contains("_test.")
-        || name.contains(".test.")
-        || name.contains(".spec.")
-        || name.contains("_spec.")
-        || name.ends_with("test.java")
-        || name.ends_with("tests.cs")
-    {
-        "test"
-    } else if matches!(ext, "md" | "rst" | "txt" | "adoc") {
-        "doc"
-    } else if matches!(ext, "json" | "yaml" | "yml" | "toml" | "ini" | "cfg" | "conf" | "xml" | "properties" | "env")
-        || name == "dockerfile"
-        || name == "makefile"
-    {
-        "config"
-    } else {
-        "source"
-    }
 }
 
 #[derive(Default)]

@@ -4,16 +4,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::evidence::{self, EvidenceFile};
-use super::payload::{ReadyImplPayload, ReadyPlanPayload};
-use super::response::{self, Refused};
-use super::state::{ChecklistItem, Checkpoint, ItemStatus, SessionState, Task, TaskStatus};
-use super::submit::{Facts, MIN_REASON_CHARS};
+use super::{Facts, MIN_REASON_CHARS};
 use crate::contract::Contract;
 use crate::contract::catalogue::{self as msg, Msg};
+use crate::engine::evidence::{self, EvidenceFile};
+use crate::engine::payload::{ReadyImplPayload, ReadyPlanPayload};
+use crate::engine::response::{self, Refused};
+use crate::engine::state::{ChecklistItem, Checkpoint, ItemStatus, SessionState, Task, TaskStatus};
 
 /// Step 12: the complete task list, accepted idempotently.
-pub fn plan(contract: &Contract, session: &Checkpoint, p: &ReadyPlanPayload) -> Result<Vec<Task>, Refused> {
+pub(super) fn plan(contract: &Contract, session: &Checkpoint, p: &ReadyPlanPayload) -> Result<Vec<Task>, Refused> {
     let fail = |key: Msg, vars: &[(&str, &str)]| response::refusal(contract, session, key, vars);
     let list = p.tasks.as_deref().unwrap_or_default();
     if list.is_empty() {
@@ -75,7 +75,7 @@ pub fn plan(contract: &Contract, session: &Checkpoint, p: &ReadyPlanPayload) -> 
 
 /// Step 13: one task reported done, in registration order, with its whole checklist. Marks it
 /// completed in `next`.
-pub fn complete(
+pub(super) fn complete(
     contract: &Contract,
     session: &Checkpoint,
     next: &mut SessionState,
@@ -190,7 +190,7 @@ fn lines_hash(lines: &[String]) -> String {
 /// READY's completion: every completed task's accepted evidence, re-checked against the files
 /// as they are now. A task whose evidence a later task moved, rewrote or removed is pending
 /// again (its checklist to report anew); returns `(task, evidence, why)` for each.
-pub fn reopen_stale(
+pub(super) fn reopen_stale(
     contract: &Contract,
     session: &Checkpoint,
     next: &mut SessionState,

@@ -2,6 +2,7 @@
 //! [`Workspace`], and returns a serializable output or a [`ToolError`] from the contract.
 //! Adapters (MCP, CLI) only translate; all behaviour lives here.
 
+mod category;
 pub mod context;
 pub mod definitions;
 pub mod function_at_line;
