@@ -18,6 +18,9 @@ command -v cargo-machete >/dev/null 2>&1 || cargo install --locked cargo-machete
 cargo machete
 # What may import what (docs/ARCHITECTURE.md), and a workflow crate free of native builds.
 bash scripts/layers.sh
+# No import cycle between modules, no catch-all error conversion from text, no `use super::*`
+# outside tests; and the house in numbers (docs/HOUSE.md).
+python3 scripts/house.py --check
 cargo test --locked
 # The docs are part of the map: a broken intra-doc link (a renamed item, a crate that moved) fails.
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --document-private-items

@@ -250,8 +250,10 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
         match code_intel_session::session::Sessions::open(ws).recover(ws) {
             Ok(Some(report)) => eprintln!("git-code-intel: {report}"),
             Ok(None) => {}
+            // Outside git there are no sessions to recover: the command says so itself, once.
+            Err(e) if e.code_and_message().0 == "git_required" => {}
             // The command goes on (status still shows what it can); the error says what to do.
-            Err(e) => eprintln!("git-code-intel: {e}"),
+            Err(e) => eprintln!("git-code-intel: {}", e.code_and_message().1),
         }
     }
     match command {

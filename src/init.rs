@@ -8,7 +8,7 @@
 //! user's is removed. Running init twice changes nothing.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
@@ -278,12 +278,9 @@ fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
         }
         None => Action::Created,
     };
-    write(&hook, PRE_COMMIT_HOOK.as_bytes())?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))?;
-    }
+    // Executable before it is renamed into place: a kill between the two would otherwise leave
+    // a hook git skips, which the next init would find unchanged.
+    write_with(&hook, PRE_COMMIT_HOOK.as_bytes(), Some(0o755))?;
     Ok(report(action))
 }
 
@@ -477,7 +474,8 @@ fn merge_json(root: &Path, rel: &str, add: impl FnOnce(&mut Value) -> bool) -> s
     }
     let mut text = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
     text.push('\n');
-    write(&path, text.as_bytes())?;
+    let (target, mode) = merge_target(&path)?;
+    write_with(&target, text.as_bytes(), mode)?;
     let action = if existing.is_some() { Action::Merged } else { Action::Created };
     Ok(FileReport { path: rel.to_owned(), action, note: None })
 }
@@ -488,11 +486,34 @@ fn merge_text(root: &Path, rel: &str, change: impl FnOnce(&str) -> Option<String
     match change(existing.as_deref().unwrap_or("")) {
         None => Ok(FileReport { path: rel.to_owned(), action: Action::Unchanged, note: None }),
         Some(text) => {
-            write(&path, text.as_bytes())?;
+            let (target, mode) = merge_target(&path)?;
+            write_with(&target, text.as_bytes(), mode)?;
             let action = if existing.is_some() { Action::Merged } else { Action::Created };
             Ok(FileReport { path: rel.to_owned(), action, note: None })
         }
     }
+}
+
+/// Where a merge writes `path`: through a symbolic link to the file it names (the link stays a
+/// link), keeping the mode the file has.
+fn merge_target(path: &Path) -> std::io::Result<(PathBuf, Option<u32>)> {
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("{} is a symbolic link that does not resolve ({e}); fix it or remove it", path.display()),
+            )
+        })?,
+        _ => path.to_owned(),
+    };
+    #[cfg(unix)]
+    let mode = std::fs::metadata(&target).ok().map(|meta| {
+        use std::os::unix::fs::PermissionsExt;
+        meta.permissions().mode() & 0o7777
+    });
+    #[cfg(not(unix))]
+    let mode = None;
+    Ok((target, mode))
 }
 
 /// What goes between existing text and an appended block: nothing, or enough newlines for one
@@ -541,10 +562,25 @@ fn read_text(root: &Path, rel: &str) -> std::io::Result<Option<String>> {
 /// Writes through a temporary file and a rename (the one atomic writer of derived and owned
 /// files), so a killed process leaves the old file or the new one, never half of it.
 fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_with(path, bytes, None)
+}
+
+/// [`write()`], the file given `mode` (unix permissions) before it is put in place. (The writer's
+/// error already names the path.)
+fn write_with(path: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
     }
-    code_intel_codebase::derived::write_atomically(path, |file| std::io::Write::write_all(file, bytes))
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display())))
+    code_intel_codebase::derived::write_atomically(path, |file| {
+        std::io::Write::write_all(file, bytes)?;
+        #[cfg(unix)]
+        if let Some(mode) = mode {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        #[cfg(not(unix))]
+        let _ = mode;
+        Ok(())
+    })
 }

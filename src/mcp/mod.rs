@@ -63,7 +63,7 @@ impl CodeIntelServer {
         match sessions.recover(&ws) {
             Ok(Some(report)) => tracing::warn!("at start: {report}"),
             Ok(None) => {}
-            Err(e) => tracing::warn!("at start: {e}"),
+            Err(e) => tracing::warn!("at start: {}", e.code_and_message().1),
         }
         lint_project_contract(&ws);
         if ws.config.sync_on_start && ws.semantic.available() {

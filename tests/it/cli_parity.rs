@@ -114,3 +114,13 @@ fn each_flag_carries_its_parameter_description() {
         assert!(help.contains(described), "{described:?} missing from:\n{help}");
     }
 }
+
+/// `status` outside a git repository says once that sessions need git: the recovery that runs
+/// before it does not say it a second time.
+#[test]
+fn status_outside_git_says_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN).arg("status").current_dir(dir.path()).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(said.matches("Sessions are stored in git").count(), 1, "{said}");
+}

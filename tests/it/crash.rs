@@ -358,7 +358,12 @@ async fn an_unreadable_journal_that_cannot_be_moved_aside_is_reported() {
     std::fs::create_dir_all(journal.parent().unwrap()).unwrap();
     std::fs::write(&journal, "{ torn").unwrap();
     // Where recovery moves an unreadable journal: a directory that is not empty.
-    std::fs::create_dir_all(root.join(".git/code-intel/operation.unreadable.json/kept")).unwrap();
+    // (Every name it may take: a second unreadable journal does not replace the first.)
+    for name in std::iter::once("operation.unreadable.json".to_owned())
+        .chain((1..10).map(|n| format!("operation.unreadable.{n}.json")))
+    {
+        std::fs::create_dir_all(root.join(".git/code-intel").join(name).join("kept")).unwrap();
+    }
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_git-code-intel"))
         .arg("serve")

@@ -514,3 +514,35 @@ fn a_binary_pre_commit_hook_is_chained_not_replaced() {
     assert_eq!(std::fs::read_to_string(hooks.join("pre-commit")).unwrap(), "#!/bin/sh\necho another\n");
     assert_eq!(std::fs::read(hooks.join("pre-commit.before-code-intel")).unwrap(), program);
 }
+
+/// A file init merges into that is a symbolic link (AGENTS.md pointing at CLAUDE.md, say) stays a
+/// link, the file it names gets the block; a merged file keeps its mode; a link that does not
+/// resolve is reported and left alone.
+#[cfg(unix)]
+#[test]
+fn a_merged_file_keeps_its_link_and_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::fs::write(root.join("CLAUDE.md"), "# Shared rules\n").unwrap();
+    std::os::unix::fs::symlink("CLAUDE.md", root.join("AGENTS.md")).unwrap();
+    std::fs::write(root.join(".mcp.json"), "{}\n").unwrap();
+    std::fs::set_permissions(root.join(".mcp.json"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let report = init(root, &[]);
+    assert_eq!(action(&report, "AGENTS.md"), "merged");
+    assert!(std::fs::symlink_metadata(root.join("AGENTS.md")).unwrap().file_type().is_symlink());
+    let shared = std::fs::read_to_string(root.join("CLAUDE.md")).unwrap();
+    assert!(shared.starts_with("# Shared rules\n") && shared.contains("git-code-intel"), "{shared}");
+    let mode = std::fs::metadata(root.join(".mcp.json")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(std::fs::read_to_string(root.join(".mcp.json")).unwrap().contains("code-intel"));
+
+    let repo = crate::common::fixture_repo("project");
+    let root = repo.path();
+    std::os::unix::fs::symlink("nowhere/AGENTS.md", root.join("AGENTS.md")).unwrap();
+    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("AGENTS.md is a symbolic link that does not resolve"), "{stderr}");
+    assert_eq!(std::fs::read_link(root.join("AGENTS.md")).unwrap(), std::path::Path::new("nowhere/AGENTS.md"));
+}

@@ -119,9 +119,31 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
-/// `e` with what was being done and to which path.
+/// `e` with what was being done and to which path. The result keeps `e`'s kind, and `e` itself
+/// as its `source()`.
 pub fn with_path(e: std::io::Error, doing: &str, path: &Path) -> std::io::Error {
-    std::io::Error::new(e.kind(), format!("{doing} {}: {e}", path.display()))
+    let kind = e.kind();
+    std::io::Error::new(kind, AtPath { doing: doing.to_owned(), path: path.to_owned(), source: e })
+}
+
+/// An I/O error with what was being done and to which file ([`with_path`]).
+#[derive(Debug)]
+pub struct AtPath {
+    pub doing: String,
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+impl std::fmt::Display for AtPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.doing, self.path.display(), self.source)
+    }
+}
+
+impl std::error::Error for AtPath {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 #[cfg(test)]
@@ -171,5 +193,19 @@ mod tests {
         assert!(e.to_string().contains(&path.display().to_string()), "{e}");
         assert!(path.join("inside").is_dir());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_failed_write_names_the_path_and_keeps_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the temporary file would go: creating it fails.
+        let path = dir.path().join("missing-dir").join("file");
+        let e = write_bytes(&path, Temp::Fixed, b"x").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        let at = e.get_ref().and_then(|inner| inner.downcast_ref::<AtPath>()).expect("an AtPath inside");
+        assert_eq!(at.path, path);
+        let cause = std::error::Error::source(&e).expect("the cause is kept");
+        assert!(cause.downcast_ref::<std::io::Error>().is_some(), "{cause:?}");
     }
 }

@@ -114,25 +114,29 @@ impl Journal {
 
 /// What ends an operation: writing the session checkpoint the journal carries. It must succeed
 /// once, and do nothing when the session has moved on already.
-pub type SessionWriter<'a> = &'a dyn Fn(&serde_json::Value) -> Result<(), String>;
+pub type SessionWriter<'a> = &'a dyn Fn(&serde_json::Value) -> Result<(), WriterError>;
+
+/// Why the session checkpoint could not be written, as the writer (a layer above) says.
+pub type WriterError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// For operations that record no session checkpoint.
 pub const NO_SESSION: SessionWriter<'static> = &|_: &serde_json::Value| Ok(());
 
 /// Takes the operation lock, finishes any operation a dead process left, lets `plan` read the
 /// repository and describe the operation, and runs it. Returns the plan's value and what the
-/// recovery did, if it did anything.
-pub fn operate<T, E: std::fmt::Display>(
+/// recovery did, if it did anything. The plan's own error comes back as it is; this crate's
+/// errors are converted into the caller's.
+pub fn operate<T, E: From<crate::Error>>(
     root: &Path,
     session: SessionWriter,
     plan: impl FnOnce(&gix::Repository) -> Result<(T, Journal), E>,
-) -> Result<(T, Option<String>), crate::Error> {
-    let repo = gix::open(root).map_err(|e| crate::Error::Refused(e.to_string()))?;
-    let _lock = crate::lock::acquire(&repo).map_err(|e| crate::Error::Refused(e.to_string()))?;
-    let recovered = recover(&repo, root, session).map_err(|e| crate::Error::Refused(e.to_string()))?;
+) -> Result<(T, Option<String>), E> {
+    let repo = gix::open(root).map_err(crate::git)?;
+    let _lock = crate::lock::acquire(&repo)?;
+    let recovered = recover(&repo, root, session)?;
     // Read the repository afresh: the recovery may have moved refs and the index.
-    let repo = gix::open(root).map_err(|e| crate::Error::Refused(e.to_string()))?;
-    let (value, journal) = plan(&repo).map_err(|e| crate::Error::Refused(e.to_string()))?;
+    let repo = gix::open(root).map_err(crate::git)?;
+    let (value, journal) = plan(&repo)?;
     run(&repo, root, &journal, session)?;
     Ok((value, recovered))
 }
@@ -143,23 +147,16 @@ pub fn operate<T, E: std::fmt::Display>(
 pub fn run(repo: &gix::Repository, root: &Path, journal: &Journal, session: SessionWriter) -> Result<(), crate::Error> {
     let git_dir = repo.git_dir().to_owned();
     let path = git_dir.join(JOURNAL_FILE);
-    write_atomically(&path, &serde_json::to_vec_pretty(journal).map_err(|e| crate::Error::Refused(e.to_string()))?)
-        .map_err(|e| crate::Error::Refused(format!("{}: {e}", path.display())))?;
+    write_atomically(&path, &serde_json::to_vec_pretty(journal).map_err(crate::git)?)
+        .map_err(crate::file("write", &path))?;
     failpoint("journal-written");
     if let Err(e) = apply_refs(repo, &journal.refs) {
         code_intel_files::discard(&path);
         let names: Vec<&str> = journal.refs.iter().map(|c| c.name.as_str()).collect();
-        return Err(crate::Error::Refused(match lock_in_the_way(repo, &names) {
-            Some(lock) => format!(
-                "{e}: {} is in the way (another git process holds it, or one was killed while holding it; \
-                 if no git command is running, delete that file and retry)",
-                lock.display()
-            ),
-            None => e.to_string(),
-        }));
+        return Err(crate::Error::Refused { source: Box::new(e), lock: lock_in_the_way(repo, &names) });
     }
     failpoint("refs-moved");
-    finish(repo, root, journal, session).map_err(|e| crate::Error::Incomplete(e.to_string()))?;
+    finish(repo, root, journal, session).map_err(|e| crate::Error::Incomplete(Box::new(e)))?;
     code_intel_files::discard(&path);
     Ok(())
 }
@@ -179,7 +176,7 @@ fn finish(
         failpoint(&format!("step-{i}"));
     }
     if let Some(s) = &journal.session {
-        session(s)?;
+        session(s).map_err(crate::Error::Git)?;
     }
     failpoint("session-written");
     Ok(left_alone)
@@ -196,13 +193,13 @@ pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> R
             Err(e) => {
                 // Written atomically, so a torn one cannot exist; an unreadable one is kept
                 // aside for a person to look at.
-                let aside = path.with_extension("unreadable.json");
+                let aside = aside_name(&path);
                 return match std::fs::rename(&path, &aside) {
                     Ok(()) => {
                         Ok(Some(format!("an unreadable operation journal was moved to {}: {e}", aside.display())))
                     }
                     // Left in place, it would be found (and reported moved) by every command.
-                    Err(moved) => Err(crate::Error::Git(format!(
+                    Err(moved) => Err(crate::Error::Invalid(format!(
                         "the operation journal {} is unreadable ({e}) and could not be moved aside to {} ({moved}): \
                          move or delete it, then retry",
                         path.display(),
@@ -212,7 +209,7 @@ pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> R
             }
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(crate::Error::Git(format!("{}: {e}", path.display()))),
+        Err(e) => return Err(crate::file("read", &path)(e)),
     };
     // Locks the dead process left on the refs and the index it was changing.
     remove_own_stale_locks(repo, &journal);
@@ -230,10 +227,29 @@ pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> R
     } else {
         format!("{} was interrupted before it changed anything; nothing to undo", journal.what)
     };
-    std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::remove_file(&path).map_err(crate::file("remove", &path))?;
     tracing::warn!("{report}");
     Ok(Some(report))
 }
+
+/// Where an unreadable journal is kept for a person: `<journal>.unreadable.json`, or the first
+/// of `<journal>.unreadable.1.json` … `.9.json` that is free, so a second one never replaces the
+/// first. (With all ten kept, the tenth is replaced.)
+pub(crate) fn aside_name(path: &Path) -> std::path::PathBuf {
+    let mut names = std::iter::once(path.with_extension("unreadable.json"))
+        .chain((1..KEPT_UNREADABLE).map(|n| path.with_extension(format!("unreadable.{n}.json"))));
+    let mut last = path.with_extension("unreadable.json");
+    for name in names.by_ref() {
+        if name.symlink_metadata().is_err() {
+            return name;
+        }
+        last = name;
+    }
+    last
+}
+
+/// How many unreadable journals are kept aside at most.
+pub(crate) const KEPT_UNREADABLE: usize = 10;
 
 /// Lock files of the journal's refs and of the index, created after the journal was written:
 /// the dead process's.
@@ -272,7 +288,7 @@ fn target(v: &RefValue) -> Result<gix::refs::Target, crate::Error> {
     Ok(match v {
         RefValue::Object(hex) => gix::refs::Target::Object(ObjectId::from_hex(hex.as_bytes()).map_err(crate::git)?),
         RefValue::Symbolic(name) => gix::refs::Target::Symbolic(
-            name.as_str().try_into().map_err(|e: gix::validate::reference::name::Error| e.to_string())?,
+            name.as_str().try_into().map_err(|e: gix::validate::reference::name::Error| crate::git(e))?,
         ),
     })
 }
@@ -386,4 +402,59 @@ impl crate::worktree::TreeMove {
 /// A tree entry as the journal records it.
 pub fn blob(entry: Option<(ObjectId, EntryKind)>) -> Option<Blob> {
     entry.map(|(id, kind)| Blob { id, kind })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Journal, KEPT_UNREADABLE, NO_SESSION, aside_name, operate, run};
+
+    #[test]
+    fn a_second_unreadable_journal_does_not_replace_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("operation.json");
+        assert_eq!(aside_name(&path), dir.path().join("operation.unreadable.json"));
+        std::fs::write(dir.path().join("operation.unreadable.json"), "first").unwrap();
+        assert_eq!(aside_name(&path), dir.path().join("operation.unreadable.1.json"));
+        for n in 1..KEPT_UNREADABLE {
+            std::fs::write(dir.path().join(format!("operation.unreadable.{n}.json")), "kept").unwrap();
+        }
+        let last = dir.path().join(format!("operation.unreadable.{}.json", KEPT_UNREADABLE - 1));
+        assert_eq!(aside_name(&path), last);
+    }
+
+    /// A journal that cannot be written: the error names the file, keeps the I/O error as its
+    /// source, and nothing ran.
+    #[test]
+    fn a_journal_that_cannot_be_written_names_its_file_and_keeps_the_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = gix::init(dir.path()).unwrap();
+        let path = repo.git_dir().join(super::JOURNAL_FILE);
+        // A directory where the journal goes.
+        std::fs::create_dir_all(path.join("in-the-way")).unwrap();
+        let e = run(&repo, dir.path(), &Journal::new("test", vec![], vec![]), NO_SESSION).unwrap_err();
+        assert!(matches!(&e, crate::Error::File { what: "write", path: p, .. } if *p == path), "{e:?}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        let cause = std::error::Error::source(&e).expect("the cause is kept");
+        assert!(cause.downcast_ref::<std::io::Error>().is_some(), "{cause:?}");
+    }
+
+    /// The plan's own error comes back as the caller's type, not flattened into text.
+    #[test]
+    fn the_plans_error_comes_back_as_it_is() {
+        #[derive(Debug, PartialEq)]
+        enum Mine {
+            Planned(&'static str),
+            Git(String),
+        }
+        impl From<crate::Error> for Mine {
+            fn from(e: crate::Error) -> Mine {
+                Mine::Git(e.to_string())
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        gix::init(dir.path()).unwrap();
+        let r: Result<((), _), Mine> = operate(dir.path(), NO_SESSION, |_| Err(Mine::Planned("conflicts in a.rs")));
+        assert_eq!(r.unwrap_err(), Mine::Planned("conflicts in a.rs"));
+        assert!(!dir.path().join(".git").join(super::JOURNAL_FILE).exists());
+    }
 }

@@ -39,25 +39,53 @@ pub enum Error {
         "{0} is in the way: another git process holds it, or one was killed while holding it; if no git command is running, delete that file and retry"
     )]
     Locked(String),
-    /// A journaled operation's ref transaction failed: nothing changed.
-    #[error("{0}")]
-    Refused(String),
+    /// A journaled operation's ref transaction failed: nothing changed. `lock` is a lock file
+    /// found in the way of its refs.
+    #[error("{}", refused_text(source, lock.as_deref()))]
+    Refused {
+        #[source]
+        source: Box<Error>,
+        lock: Option<std::path::PathBuf>,
+    },
     /// A journaled operation moved its refs, but a later step failed: the journal stays in
     /// `.git/code-intel/`, and the next git-code-intel command finishes it.
     #[error("{0} (the operation is journaled; the next git-code-intel command finishes it)")]
-    Incomplete(String),
+    Incomplete(#[source] Box<Error>),
+    /// A gix operation failed; the cause is the error's source.
     #[error("git: {0}")]
-    Git(String),
+    Git(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// A file under `.git` or in the work tree could not be read or written: what was done
+    /// (`"read"`, `"write"`, …), to which file, and the cause.
+    #[error("git: cannot {what} {}: {source}", path.display())]
+    File {
+        what: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// What git holds is not what it must be (a ref that kept changing, a clone key that is
+    /// not one, uncommitted changes in the way), in words: there is no lower cause.
+    #[error("git: {0}")]
+    Invalid(String),
 }
 
-/// Any gix or file-system error, as text.
-pub(crate) fn git(e: impl std::fmt::Display) -> Error {
-    Error::Git(e.to_string())
-}
-
-/// Text errors from gix and the file system, as they come: `?` on them gives [`Error::Git`].
-impl From<String> for Error {
-    fn from(e: String) -> Error {
-        Error::Git(e)
+fn refused_text(source: &Error, lock: Option<&std::path::Path>) -> String {
+    match lock {
+        Some(lock) => format!(
+            "{source}: {} is in the way (another git process holds it, or one was killed while holding it; \
+             if no git command is running, delete that file and retry)",
+            lock.display()
+        ),
+        None => source.to_string(),
     }
+}
+
+/// A gix error (or any other, boxed), kept as the cause: `.map_err(git)`.
+pub(crate) fn git(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::Git(Box::new(e))
+}
+
+/// A failed `what` ("read", "write", …) of `path`, with its cause: `.map_err(file("read", &path))`.
+pub(crate) fn file<'a>(what: &'static str, path: &'a std::path::Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::File { what, path: path.to_owned(), source }
 }

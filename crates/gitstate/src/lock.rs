@@ -47,7 +47,7 @@ impl OperationLock {
                     None => {
                         let path = git_dir.join(LOCK_FILE);
                         if let Some(dir) = path.parent() {
-                            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                            std::fs::create_dir_all(dir).map_err(crate::file("create", dir))?;
                         }
                         let file = std::fs::OpenOptions::new()
                             .create(true)
@@ -55,7 +55,7 @@ impl OperationLock {
                             .read(true)
                             .write(true)
                             .open(&path)
-                            .map_err(|e| format!("{}: {e}", path.display()))?;
+                            .map_err(crate::file("open", &path))?;
                         match file.try_lock() {
                             Ok(()) => {
                                 *held = Some(Held { thread: me, depth: 1, _file: file });
@@ -63,14 +63,14 @@ impl OperationLock {
                             }
                             Err(std::fs::TryLockError::WouldBlock) => {}
                             Err(std::fs::TryLockError::Error(e)) => {
-                                return Err(crate::Error::Git(format!("{}: {e}", path.display())));
+                                return Err(crate::file("lock", &path)(e));
                             }
                         }
                     }
                 }
             }
             if started.elapsed() > LOCK_TIMEOUT {
-                return Err(crate::Error::Git(format!(
+                return Err(crate::Error::Invalid(format!(
                     "another git-code-intel process has held {} for over {} s; if none is running, retry",
                     git_dir.join(LOCK_FILE).display(),
                     LOCK_TIMEOUT.as_secs()

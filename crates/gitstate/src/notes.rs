@@ -33,7 +33,7 @@ pub fn add_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<
             return Ok(());
         }
     }
-    Err(crate::Error::Git("the notes ref kept changing".into()))
+    Err(crate::Error::Invalid("the notes ref kept changing".into()))
 }
 
 /// A notes tree larger than this is not merged (about 120,000 notes).
@@ -128,9 +128,7 @@ pub fn merge_staged(repo: &gix::Repository) -> Result<Vec<String>, crate::Error>
             });
             if let Some(theirs) = theirs.as_ref().filter(|_| !already) {
                 let mut ours = match local {
-                    Some(l) => {
-                        notes_of(repo, l, &mut Vec::new(), &mut true).map_err(|e| crate::Error::Git(e.to_string()))?
-                    }
+                    Some(l) => notes_of(repo, l, &mut Vec::new(), &mut true).map_err(crate::git)?,
                     None => Default::default(),
                 };
                 let mut conflicts = false;

@@ -47,32 +47,31 @@ impl CloneKey {
         let path = key_path(common_dir);
         match std::fs::read_to_string(&path) {
             Ok(text) => {
-                return parse(&text).ok_or_else(|| Error::Git(format!("{} is not a clone key", path.display())));
+                return parse(&text).ok_or_else(|| not_a_key(&path));
             }
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(Error::Git(format!("cannot read {}: {e}", path.display())));
+                return Err(crate::file("read", &path)(e));
             }
             Err(_) => {}
         }
         let mut key = [0u8; 32];
-        getrandom::fill(&mut key).map_err(|e| Error::Git(format!("no random source for the clone key: {e}")))?;
+        getrandom::fill(&mut key).map_err(|e| Error::Invalid(format!("no random source for the clone key: {e}")))?;
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::Git(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir).map_err(crate::file("create", &dir))?;
         let text = format!("{KEY_HEADER}\n{}\n", hex(&key));
         static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = dir.join(format!(".{KEY_FILE}.{}.{n}.tmp", std::process::id()));
-        write_private(&tmp, text.as_bytes()).map_err(|e| Error::Git(format!("{}: {e}", tmp.display())))?;
+        write_private(&tmp, text.as_bytes()).map_err(crate::file("write", &tmp))?;
         let published = std::fs::hard_link(&tmp, &path);
         code_intel_files::discard(&tmp);
         match published {
             Ok(()) => Ok(CloneKey { key }),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| Error::Git(format!("cannot read {}: {e}", path.display())))?;
-                parse(&text).ok_or_else(|| Error::Git(format!("{} is not a clone key", path.display())))
+                let text = std::fs::read_to_string(&path).map_err(crate::file("read", &path))?;
+                parse(&text).ok_or_else(|| not_a_key(&path))
             }
-            Err(e) => Err(Error::Git(format!("cannot write {}: {e}", path.display()))),
+            Err(e) => Err(crate::file("write", &path)(e)),
         }
     }
 
@@ -123,6 +122,10 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut file = options.open(path)?;
     file.write_all(bytes)?;
     file.sync_all()
+}
+
+fn not_a_key(path: &Path) -> Error {
+    Error::Invalid(format!("{} is not a clone key", path.display()))
 }
 
 #[cfg(test)]

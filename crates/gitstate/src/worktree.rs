@@ -276,7 +276,7 @@ impl TreeMove {
         let touched: BTreeSet<String> =
             from.keys().chain(to.keys()).filter(|p| from.get(*p) != to.get(*p)).cloned().collect();
         if let Some(p) = touched.iter().find(|p| dirty.contains(*p)) {
-            return Err(crate::Error::Git(format!("uncommitted changes in {p} would be overwritten")));
+            return Err(crate::Error::Invalid(format!("uncommitted changes in {p} would be overwritten")));
         }
         Ok(TreeMove { to_tree, from, to, touched, dirty })
     }
@@ -312,13 +312,13 @@ pub fn restore(
     let path = root.join(rel);
     match entry {
         None => match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(crate::git(e)),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(crate::file("remove", &path)(e)),
             _ => Ok(()),
         },
         Some((id, kind)) => {
             let blob = repo.find_object(id).map_err(crate::git)?;
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(crate::git)?;
+                std::fs::create_dir_all(dir).map_err(crate::file("create", dir))?;
             }
             let tmp = crate::atomic::temp_beside(&path);
             code_intel_files::discard(&tmp);
@@ -330,7 +330,7 @@ pub fn restore(
                     return std::fs::rename(&tmp, &path).map_err(crate::git);
                 }
             }
-            std::fs::write(&tmp, &blob.data).map_err(|e| crate::Error::Git(format!("{}: {e}", tmp.display())))?;
+            std::fs::write(&tmp, &blob.data).map_err(crate::file("write", &tmp))?;
             // An executable blob comes back executable, or the restore fails and says so (the
             // file as it was stays in place).
             #[cfg(unix)]
@@ -338,7 +338,7 @@ pub fn restore(
                 use std::os::unix::fs::PermissionsExt;
                 if let Err(e) = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)) {
                     code_intel_files::discard(&tmp);
-                    return Err(crate::Error::Git(format!("cannot make {} executable: {e}", path.display())));
+                    return Err(crate::file("set the executable bit of", &path)(e));
                 }
             }
             crate::atomic::failpoint("file-written");

@@ -43,11 +43,21 @@ pub enum Error {
     /// A project file could not be read, parsed or written; the text says which and how.
     #[error("{0}")]
     File(String),
+    /// A gix operation failed; the cause is the error's source.
     #[error("git: {0}")]
-    Git(String),
-    /// A git operation of a task branch failed; the text says which.
+    Git(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// What the git plumbing below reported (it says what failed, and keeps the cause).
+    #[error(transparent)]
+    GitState(code_intel_gitstate::Error),
+    /// A task branch is not as the operation needs it (missing, moved, not a branch); the text
+    /// says which and how.
     #[error("{0}")]
     Branch(String),
+}
+
+/// A gix error (or any other), kept as the cause: `.map_err(git)`.
+pub(crate) fn git(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::Git(Box::new(e))
 }
 
 fn gate_text(refusal: &GateRefusal) -> String {
@@ -58,28 +68,12 @@ fn gate_text(refusal: &GateRefusal) -> String {
     }
 }
 
-/// Text errors of the branch operations, as they come.
-impl From<String> for Error {
-    fn from(e: String) -> Error {
-        Error::Branch(e)
-    }
-}
-
-impl From<&str> for Error {
-    fn from(e: &str) -> Error {
-        Error::Branch(e.to_owned())
-    }
-}
-
 impl From<code_intel_gitstate::Error> for Error {
     fn from(e: code_intel_gitstate::Error) -> Error {
         match e {
             code_intel_gitstate::Error::Conflict => Error::Conflict,
             code_intel_gitstate::Error::Locked(lock) => Error::Locked(lock),
-            code_intel_gitstate::Error::Git(e) => Error::Git(e),
-            e @ (code_intel_gitstate::Error::Refused(_) | code_intel_gitstate::Error::Incomplete(_)) => {
-                Error::Branch(e.to_string())
-            }
+            other => Error::GitState(other),
         }
     }
 }

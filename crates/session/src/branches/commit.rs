@@ -30,14 +30,15 @@ pub fn plan_commit(
     gate: Option<&CommitGate>,
 ) -> Result<(ObjectId, Journal), Error> {
     let branch_ref = format!("refs/heads/{task_branch}");
-    let head = repo.head_name().map_err(|e| e.to_string())?.map(|n| n.as_bstr().to_string());
+    let head = repo.head_name().map_err(crate::error::git)?.map(|n| n.as_bstr().to_string());
     if head.as_deref() != Some(branch_ref.as_str()) {
-        return Err(format!("HEAD is not on {task_branch}").into());
+        return Err(crate::Error::Branch(format!("HEAD is not on {task_branch}")));
     }
-    let tip = super::ref_id(repo, &branch_ref)?.ok_or_else(|| format!("{task_branch} does not exist"))?;
+    let tip = super::ref_id(repo, &branch_ref)?
+        .ok_or_else(|| crate::Error::Branch(format!("{task_branch} does not exist")))?;
     let base_tree = super::tree_of(repo, base_commit)?;
     let changes = worktree::changes(repo, root, base_tree, worktree::STREAM_OVER)?;
-    let mut editor = repo.edit_tree(base_tree).map_err(|e| e.to_string())?;
+    let mut editor = repo.edit_tree(base_tree).map_err(crate::error::git)?;
     let mut after = Vec::new();
     let mut committed: Vec<&worktree::Change> = Vec::new();
     for c in &changes {
@@ -66,16 +67,16 @@ pub fn plan_commit(
         committed.push(c);
         match (c.kind, c.new) {
             (ChangeKind::Deleted, _) => {
-                editor.remove(c.path.as_str()).map_err(|e| e.to_string())?;
+                editor.remove(c.path.as_str()).map_err(crate::error::git)?;
             }
             (_, Some((_, kind))) => {
                 let id = worktree::store_blob(repo, root, c)?;
-                editor.upsert(c.path.as_str(), kind, id).map_err(|e| e.to_string())?;
+                editor.upsert(c.path.as_str(), kind, id).map_err(crate::error::git)?;
             }
             _ => {}
         }
     }
-    let tree = editor.write().map_err(|e| e.to_string())?.detach();
+    let tree = editor.write().map_err(crate::error::git)?.detach();
     if let Some(gate) = gate.filter(|g| g.passed != Some(tree)) {
         gate::check(repo, root, gate, &committed, tree).map_err(Error::Gate)?;
     }
@@ -125,5 +126,4 @@ pub fn commit_task(
         plan_commit(repo, root, task_branch, base_commit, message, discard, user_changes, None)
     })
     .map(|(tip, _)| tip)
-    .map_err(crate::Error::from)
 }

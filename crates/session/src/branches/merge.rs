@@ -22,10 +22,6 @@ pub struct Merged {
     pub fast_forward: bool,
 }
 
-fn other<E: std::fmt::Display>(e: E) -> Error {
-    Error::Branch(e.to_string())
-}
-
 /// Plans the merge of `task_branch` into `base_branch` as a journaled operation (see
 /// [`code_intel_gitstate::journal`]): the result commit is written now; the journal then moves the base ref
 /// and HEAD in one transaction, brings the files the merge changed up to date, rewrites the
@@ -43,7 +39,7 @@ pub fn plan_merge(
     // Whatever a checkpoint says, only a task branch is merged and deleted: never `main` into
     // `release` because a stored session named them so.
     if !task_branch.starts_with(super::TASK_BRANCH_PREFIX) || task_branch == base_branch {
-        return Err(other(format!(
+        return Err(Error::Branch(format!(
             "{task_branch} is not a task branch ({}*): only task branches are merged into their base and deleted",
             super::TASK_BRANCH_PREFIX
         )));
@@ -51,23 +47,21 @@ pub fn plan_merge(
     super::not_in_use(repo, base_branch, &format!("merging {task_branch} into it"))?;
     let task_ref = format!("refs/heads/{task_branch}");
     let base_ref = format!("refs/heads/{base_branch}");
-    let task_tip =
-        super::ref_id(repo, &task_ref).map_err(other)?.ok_or_else(|| other(format!("{task_branch} is gone")))?;
-    let base_tip =
-        super::ref_id(repo, &base_ref).map_err(other)?.ok_or_else(|| other(format!("{base_branch} is gone")))?;
-    let tree_of = |id: ObjectId| super::tree_of(repo, id).map_err(other);
+    let task_tip = super::ref_id(repo, &task_ref)?.ok_or_else(|| Error::Branch(format!("{task_branch} is gone")))?;
+    let base_tip = super::ref_id(repo, &base_ref)?.ok_or_else(|| Error::Branch(format!("{base_branch} is gone")))?;
+    let tree_of = |id: ObjectId| super::tree_of(repo, id).map_err(Error::from);
     let task_tree = tree_of(task_tip)?;
-    let ancestor = repo.merge_base(base_tip, task_tip).map_err(other)?.map(|id| id.detach());
+    let ancestor = repo.merge_base(base_tip, task_tip).map_err(crate::error::git)?.map(|id| id.detach());
     let (result, fast_forward) = if ancestor == Some(base_tip) {
         (task_tip, true)
     } else {
-        let options = repo.tree_merge_options().map_err(other)?;
+        let options = repo.tree_merge_options().map_err(crate::error::git)?;
         let labels = gix::merge::blob::builtin_driver::text::Labels {
             ancestor: Some("base".into()),
             current: Some(base_branch.into()),
             other: Some(task_branch.into()),
         };
-        let mut outcome = repo.merge_commits(base_tip, task_tip, labels, options.into()).map_err(other)?;
+        let mut outcome = repo.merge_commits(base_tip, task_tip, labels, options.into()).map_err(crate::error::git)?;
         let how = gix::merge::tree::TreatAsUnresolved::default();
         if outcome.tree_merge.has_unresolved_conflicts(how) {
             let paths = outcome
@@ -79,13 +73,13 @@ pub fn plan_merge(
                 .collect();
             return Err(Error::MergeConflicts(paths));
         }
-        let tree = outcome.tree_merge.tree.write().map_err(other)?.detach();
+        let tree = outcome.tree_merge.tree.write().map_err(crate::error::git)?.detach();
         let message = format!("Merge {task_branch} into {base_branch}");
-        (write_commit_with(repo, tree, &[base_tip, task_tip], &message).map_err(other)?, false)
+        (write_commit_with(repo, tree, &[base_tip, task_tip], &message)?, false)
     };
     // The work tree holds the task tip; bring it to the result, but never over uncommitted work.
     let result_tree = tree_of(result)?;
-    let tree_move = worktree::TreeMove::plan(repo, root, task_tree, result_tree).map_err(other)?;
+    let tree_move = worktree::TreeMove::plan(repo, root, task_tree, result_tree)?;
     let how = if fast_forward { "Fast-forward" } else { "Merge made by git-code-intel" };
     let refs = vec![
         RefChange {
@@ -111,7 +105,7 @@ pub fn plan_merge(
         .filter(|b| *b != task_branch && b.starts_with(super::TASK_BRANCH_PREFIX) && !in_use.contains_key(*b))
     {
         let name = format!("refs/heads/{b}");
-        if let Some(tip) = super::ref_id(repo, &name).map_err(other)? {
+        if let Some(tip) = super::ref_id(repo, &name)? {
             after.push(Step::DeleteRef { name, expected: tip });
         }
     }
@@ -126,5 +120,5 @@ pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str)
     let run = code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
         plan_merge(repo, root, task_branch, base_branch, note, &[])
     });
-    run.map(|(merged, _)| merged).map_err(other)
+    run.map(|(merged, _)| merged)
 }

@@ -124,15 +124,16 @@ pub fn plan_task_branch(
     root: &Path,
     session_id: &str,
 ) -> Result<(TaskBranch, Journal), crate::Error> {
-    let head_name = repo
-        .head_name()
-        .map_err(|e| e.to_string())?
-        .ok_or("HEAD is detached; check out a branch before starting a task branch")?;
-    let head =
-        repo.head_id().map_err(|_| "the repository has no commits yet; make a first commit".to_owned())?.detach();
+    let head_name = repo.head_name().map_err(crate::error::git)?.ok_or_else(|| {
+        crate::Error::Branch("HEAD is detached; check out a branch before starting a task branch".into())
+    })?;
+    let head = repo
+        .head_id()
+        .map_err(|_| crate::Error::Branch("the repository has no commits yet; make a first commit".into()))?
+        .detach();
     let base = head_name.shorten().to_string();
     let name = task_branch_name(session_id, &base);
-    let full = FullName::try_from(format!("refs/heads/{name}")).map_err(|e| e.to_string())?;
+    let full = FullName::try_from(format!("refs/heads/{name}")).map_err(crate::error::git)?;
     let refs = vec![
         RefChange {
             name: full.as_bstr().to_string(),
@@ -159,17 +160,18 @@ pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, c
         plan_task_branch(repo, root, session_id)
     })
     .map(|(b, _)| b)
-    .map_err(crate::Error::from)
 }
 
 /// Takes over an existing task branch (BRANCH_INTERVENTION `continue`): its base commit is
 /// where it left `base`, and the work tree's current changes count as the user's.
 pub fn adopt(root: &Path, branch: &str, base: &str) -> Result<TaskBranch, crate::Error> {
     let repo = open(root)?;
-    let tip = ref_id(&repo, &format!("refs/heads/{branch}"))?.ok_or_else(|| format!("{branch} does not exist"))?;
-    let base_tip = ref_id(&repo, &format!("refs/heads/{base}"))?.ok_or_else(|| format!("{base} does not exist"))?;
+    let tip = ref_id(&repo, &format!("refs/heads/{branch}"))?
+        .ok_or_else(|| crate::Error::Branch(format!("{branch} does not exist")))?;
+    let base_tip = ref_id(&repo, &format!("refs/heads/{base}"))?
+        .ok_or_else(|| crate::Error::Branch(format!("{base} does not exist")))?;
     let base_commit =
-        repo.merge_base(tip, base_tip).map_err(|e| e.to_string())?.map(|i| i.detach()).unwrap_or(base_tip);
+        repo.merge_base(tip, base_tip).map_err(crate::error::git)?.map(|i| i.detach()).unwrap_or(base_tip);
     let user_changes = code_intel_gitstate::worktree::snapshot(&repo, root, tree_of(&repo, tip)?)?;
     Ok(TaskBranch { name: branch.to_owned(), base: base.to_owned(), base_commit, user_changes })
 }

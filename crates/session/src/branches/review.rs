@@ -62,12 +62,12 @@ pub fn review(
     for c in changes {
         // A side over the size limit is not read: no diff, a note instead.
         let old_size = match c.old {
-            Some((id, _)) => repo.find_header(id).map_err(|e| e.to_string())?.size(),
+            Some((id, _)) => repo.find_header(id).map_err(crate::error::git)?.size(),
             None => 0,
         };
         let too_large = c.kind != ChangeKind::Deleted && c.content.is_none() || old_size > max_file_size;
         let old = match c.old {
-            Some((id, _)) if !too_large => repo.find_object(id).map_err(|e| e.to_string())?.data.clone(),
+            Some((id, _)) if !too_large => repo.find_object(id).map_err(crate::error::git)?.data.clone(),
             _ => Vec::new(),
         };
         let new = if too_large { Vec::new() } else { c.content.clone().unwrap_or_default() };
@@ -148,7 +148,7 @@ pub fn task_changes(
     let repo = super::open(root)?;
     let base_tree = super::tree_of(&repo, base_commit)?;
     Ok(worktree::changes(&repo, root, base_tree, 0)
-        .map_err(|e| e.to_string())?
+        .map_err(crate::error::git)?
         .into_iter()
         .filter(|c| user_changes.get(&c.path).is_none_or(|u| *u != c.new.map(|n| n.0)))
         .map(|c| c.path)

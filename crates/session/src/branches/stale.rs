@@ -44,12 +44,12 @@ pub type InUseElsewhere = (StaleBranch, String);
 
 /// The task branches: those this work tree may act on, and those in use.
 fn all_in(repo: &gix::Repository) -> Result<(Vec<StaleBranch>, Vec<InUseElsewhere>), crate::Error> {
-    let head = repo.head_name().map_err(|e| e.to_string())?.map(|n| n.shorten().to_string());
+    let head = repo.head_name().map_err(crate::error::git)?.map(|n| n.shorten().to_string());
     let in_use = super::branches_in_use(repo)?;
-    let platform = repo.references().map_err(|e| e.to_string())?;
+    let platform = repo.references().map_err(crate::error::git)?;
     let (mut here, mut elsewhere) = (Vec::new(), Vec::new());
-    for r in platform.prefixed("refs/heads/llm_task_").map_err(|e| e.to_string())? {
-        let r = r.map_err(|e| e.to_string())?;
+    for r in platform.prefixed("refs/heads/llm_task_").map_err(crate::error::git)? {
+        let r = r.map_err(crate::error::git)?;
         let branch = r.name().shorten().to_string();
         let Some(tip) = r.target().try_id().map(ToOwned::to_owned) else { continue };
         let base = parse_task_branch(&branch).map(|(_, b)| b);
@@ -71,7 +71,7 @@ fn all_in(repo: &gix::Repository) -> Result<(Vec<StaleBranch>, Vec<InUseElsewher
 
 fn ahead_of(repo: &gix::Repository, tip: ObjectId, base: Option<ObjectId>) -> Result<usize, crate::Error> {
     let walk = repo.rev_walk([tip]).with_hidden(base);
-    Ok(walk.all().map_err(|e| e.to_string())?.filter_map(Result::ok).count())
+    Ok(walk.all().map_err(crate::error::git)?.filter_map(Result::ok).count())
 }
 
 /// Plans deleting `branches` as a journaled operation: when HEAD is on one of them, HEAD moves
@@ -90,15 +90,15 @@ pub fn plan_delete(
     let mut refs = Vec::new();
     let mut after = Vec::new();
     if let Some(b) = current {
-        let base = b
-            .base
-            .ok_or_else(|| format!("HEAD is on {}, whose base is unknown; check out a branch first", b.branch))?;
+        let base = b.base.ok_or_else(|| {
+            crate::Error::Branch(format!("HEAD is on {}, whose base is unknown; check out a branch first", b.branch))
+        })?;
         super::not_in_use(repo, &base, &format!("leaving {} for it", b.branch))?;
         let base_ref = format!("refs/heads/{base}");
-        let from = repo.head_id().map_err(|e| e.to_string())?.detach();
-        let to = ref_id(repo, &base_ref)?.ok_or_else(|| format!("{base} does not exist"))?;
+        let from = repo.head_id().map_err(crate::error::git)?.detach();
+        let to = ref_id(repo, &base_ref)?.ok_or_else(|| crate::Error::Branch(format!("{base} does not exist")))?;
         let tree_move = worktree::TreeMove::plan(repo, root, super::tree_of(repo, from)?, super::tree_of(repo, to)?)
-            .map_err(|e| format!("{e} by switching to {base}"))?;
+            .map_err(|e| crate::Error::Branch(format!("{e} by switching to {base}")))?;
         refs.push(RefChange {
             name: "HEAD".into(),
             expected: Some(RefValue::Symbolic(format!("refs/heads/{}", b.branch))),
@@ -129,5 +129,4 @@ pub fn delete_branches(root: &Path, branches: &[String]) -> Result<Vec<String>, 
         plan_delete(repo, root, branches)
     })
     .map(|(deleted, _)| deleted)
-    .map_err(crate::Error::from)
 }

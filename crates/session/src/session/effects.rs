@@ -10,6 +10,7 @@ use super::replies::{
 use super::store::SessionStore;
 use crate::branches;
 use crate::workspace::Workspace;
+use code_intel_gitstate::journal::WriterError;
 use code_intel_workflow::contract::catalogue::{self as msg, Msg};
 use code_intel_workflow::engine::phase::Phase;
 use code_intel_workflow::engine::state::{Checkpoint, SessionState};
@@ -54,7 +55,7 @@ impl Sessions {
                        step: &mut SessionStep| {
             let result = code_intel_gitstate::journal::operate(root, &writer, |repo| {
                 let mut journal = plan(repo, step)?;
-                journal.session = Some(serde_json::to_value(&*step).map_err(|e| e.to_string())?);
+                journal.session = Some(serde_json::to_value(&*step).map_err(crate::error::git)?);
                 Ok::<_, crate::Error>(((), journal))
             });
             match result {
@@ -131,7 +132,8 @@ impl Sessions {
                         {
                             adopt_into(st, branches::adopt(root, &cur.branch, &base).map_err(|e| fail(e.to_string()))?);
                         }
-                        writer(&serde_json::to_value(&step).map_err(|e| fail(e.to_string()))?).map_err(fail)?;
+                        writer(&serde_json::to_value(&step).map_err(|e| fail(e.to_string()))?)
+                            .map_err(|e| fail(e.to_string()))?;
                     }
                 }
             }
@@ -390,12 +392,12 @@ pub(super) struct SessionStep {
 
 /// Writes a journal's session step; does nothing when the session has moved on already (the
 /// step was written before a kill, or another process advanced the session).
-pub(super) fn session_writer(store: &SessionStore) -> impl Fn(&serde_json::Value) -> Result<(), String> + '_ {
+pub(super) fn session_writer(store: &SessionStore) -> impl Fn(&serde_json::Value) -> Result<(), WriterError> + '_ {
     move |value| {
-        let step: SessionStep = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
-        let previous = gix::ObjectId::from_hex(step.previous.as_bytes()).map_err(|e| e.to_string())?;
+        let step: SessionStep = serde_json::from_value(value.clone())?;
+        let previous = gix::ObjectId::from_hex(step.previous.as_bytes())?;
         let record = step.finish.then(|| history_record(&step.checkpoint, previous));
-        store.advance(previous, &step.checkpoint, record.as_ref(), &step.message).map_err(|e| e.to_string())
+        Ok(store.advance(previous, &step.checkpoint, record.as_ref(), &step.message)?)
     }
 }
 

@@ -332,11 +332,8 @@ impl Sessions {
 
     /// Finishes an operation a dead process left, if any (server start): what was done, or why
     /// it could not be (the error every change to a session then answers with).
-    pub fn recover(&self, ws: &Workspace) -> Result<Option<String>, String> {
-        match self.lock(ws) {
-            Ok(lock) => drop(lock),
-            Err(e) => return Err(e.code_and_message().1.to_owned()),
-        }
+    pub fn recover(&self, ws: &Workspace) -> SessionResult<Option<String>> {
+        drop(self.lock(ws)?);
         Ok(self.recovered.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 

@@ -22,6 +22,7 @@ use code_intel_gitstate::seal::CloneKey;
 use code_intel_workflow::engine::state::Checkpoint;
 
 use crate::Error;
+use crate::error::git;
 
 pub const SESSIONS_PREFIX: &str = "refs/worktree/code-intel/sessions/";
 pub const ACTIVE_REF: &str = "refs/worktree/code-intel/active";
@@ -42,17 +43,13 @@ const LEGACY_LOOKBACK: usize = 50;
 pub const CHECKPOINT_SEAL: &str = "session checkpoint";
 pub const HISTORY_SEAL: &str = "session history record";
 
-fn git<E: std::fmt::Display>(e: E) -> Error {
-    Error::Git(e.to_string())
-}
-
 /// A failed ref edit as the session store reports it: another process moved the ref, a lock was
 /// in the way, or git could not write it (with git's words: not a conflict to retry).
 fn conflict_unless_locked(e: code_intel_gitstate::Error) -> Error {
     match e {
         code_intel_gitstate::Error::Locked(lock) => Error::Locked(lock),
         code_intel_gitstate::Error::Conflict => Error::Conflict,
-        other => Error::Git(other.to_string()),
+        other => Error::GitState(other),
     }
 }
 
@@ -87,7 +84,7 @@ impl SessionStore {
         self.key
             .get_or_init(|| CloneKey::of(&self.repo()).map_err(|e| e.to_string()))
             .as_ref()
-            .map_err(|e| Error::Git(format!("the clone key: {e}")))
+            .map_err(|e| Error::Git(format!("the clone key: {e}").into()))
     }
 
     fn repo(&self) -> gix::Repository {
@@ -316,7 +313,8 @@ impl SessionStore {
 }
 
 fn session_ref(id: &str) -> Result<FullName, Error> {
-    FullName::try_from(format!("{SESSIONS_PREFIX}{id}")).map_err(|e| Error::Git(format!("bad session id '{id}': {e}")))
+    FullName::try_from(format!("{SESSIONS_PREFIX}{id}"))
+        .map_err(|e| Error::Git(format!("bad session id '{id}': {e}").into()))
 }
 
 fn write_checkpoint(
@@ -345,7 +343,7 @@ mod tests {
         assert!(matches!(conflict_unless_locked(GitError::Locked("x.lock".into())), Error::Locked(l) if l == "x.lock"));
         // A ref git could not write is git's error, not a race to retry.
         let e = conflict_unless_locked(GitError::Git("No space left on device".into()));
-        assert!(matches!(&e, Error::Git(m) if m.contains("No space left")), "{e:?}");
+        assert!(matches!(&e, Error::GitState(g) if g.to_string().contains("No space left")), "{e:?}");
     }
     use code_intel_workflow::engine::state::{Flags, Intent};
     use code_intel_workflow::engine::submit::{StartParams, start};
