@@ -83,7 +83,7 @@ const SYMBOLS: &[&str] = &[
 ];
 
 fn main() {
-    code_intel_semantic::vectors::quiet_blas_threads();
+    code_intel_semantic::quiet_blas_threads();
     let args: Vec<String> = std::env::args().collect();
     if args.get(3).is_some_and(|a| a == "retrieval-one") {
         return retrieval::run_one(Path::new(&args[4]), &args[5]);

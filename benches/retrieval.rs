@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use code_intel_codebase::config::Config;
 use code_intel_codebase::repo::Repo;
-use code_intel_semantic::chunk::Chunk;
+use code_intel_semantic::Bm25;
+use code_intel_semantic::Chunk;
 use code_intel_semantic::embed::named_model_dir;
 use code_intel_semantic::forest::{DEFAULT_FUSION, ForestHit, Fusion};
-use code_intel_semantic::lexical::Bm25;
 use code_intel_semantic::service::Semantic;
 use std::collections::HashMap;
 

@@ -12,7 +12,7 @@ use code_intel_codebase::config::Config;
 use code_intel_codebase::lang::Lang;
 use code_intel_codebase::repo::Repo;
 use code_intel_codebase::{syntax, walk};
-use code_intel_semantic::chunk::chunk_file;
+use code_intel_semantic::chunk_file;
 use code_intel_semantic::embed::{DEFAULT_MODEL, FP32_MODEL, named_model_dir};
 use code_intel_semantic::forest::{Forest, StoredChunk, embedding_text, key_of};
 use code_intel_semantic::service::Semantic;

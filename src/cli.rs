@@ -565,9 +565,10 @@ fn forest(ws: &Workspace, action: ForestCommand, json: bool) -> i32 {
         ws.semantic.sync_now(&ws.repo, &ws.config, false, generation, &|_, _| {}).map_err(|e| e.to_string())
     };
     match action {
-        ForestCommand::Export => {
-            print_report(sync().and_then(|_| code_intel_semantic::share::export(ws.repo.root(), &loaded)), json)
-        }
+        ForestCommand::Export => print_report(
+            sync().and_then(|_| code_intel_semantic::share::export(ws.repo.root(), &loaded).map_err(|e| e.to_string())),
+            json,
+        ),
         ForestCommand::Import => print_report(sync(), json),
         ForestCommand::Push { remote } => {
             print_report(code_intel_session::share::push(ws, &remote, code_intel_session::share::Scope::Forest), json)

@@ -11,7 +11,7 @@ use git_code_intel::cli::{self, Cli, Command};
 use git_code_intel::mcp;
 
 fn main() -> ExitCode {
-    code_intel_semantic::vectors::quiet_blas_threads();
+    code_intel_semantic::quiet_blas_threads();
     // ONNX Runtime is loaded at run time from ORT_DYLIB_PATH; default to where scripts/model.sh
     // puts it.
     if std::env::var_os("ORT_DYLIB_PATH").is_none()

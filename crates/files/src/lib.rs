@@ -12,6 +12,9 @@
 //! Nothing is fsynced: what is written here is either derived (a torn file fails its checksum
 //! and is rebuilt) or recorded in git first (the operation journal finishes it).
 
+// What this crate exports is its contract with the layers above: nothing public by accident.
+#![warn(unreachable_pub)]
+
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 

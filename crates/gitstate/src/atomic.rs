@@ -14,14 +14,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// The temporary file a write to `path` goes through: one name per path, so a write that runs
 /// again after a kill replaces the leftover.
-pub fn temp_beside(path: &Path) -> PathBuf {
+pub(crate) fn temp_beside(path: &Path) -> PathBuf {
     code_intel_files::Temp::Fixed.beside(path)
 }
 
 /// Fault injection for the crash tests: when `CODE_INTEL_FAILPOINT` names this point (or
 /// `point#n`, the n-th time it is reached), the process kills itself with SIGKILL there. With
 /// `CODE_INTEL_FAILPOINT_TRACE` set to a file, every point reached is appended to it.
-pub fn failpoint(point: &str) {
+pub(crate) fn failpoint(point: &str) {
     static SPEC: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
     static HITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     static TRACE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();

@@ -1,10 +1,10 @@
 //! Git plumbing for the state git-code-intel keeps, natively through gix: compare-and-swap ref
 //! edits and the commit writer ([`refs`]), append-only JSON logs ([`log`]), the crash-safe
 //! operation journal and its lock ([`journal`]), work-tree snapshots, diffs and restores
-//! ([`worktree`]), git notes ([`notes`]) and the recent-history ranking ([`history`]); which refs
+//! ([`worktree`]), git notes ([`notes`]) and the recent-history ranking (`history`); which refs
 //! travel between clones and how a remote's are staged and merged ([`shared`]), bounded reads of
 //! objects another clone wrote ([`untrusted`]), and the clone's seal on what it wrote itself
-//! ([`seal`]).
+//! (`seal`).
 //!
 //! Nothing here knows what a session, a phase or a task is: those live in the binary crate,
 //! which gives this crate refs, trees and JSON. Of this workspace it uses only `code-intel-files`
@@ -13,17 +13,22 @@
 // What this crate exports is its contract with the layers above: nothing public by accident.
 #![warn(unreachable_pub)]
 
-pub mod atomic;
-pub mod history;
+mod atomic;
+mod history;
 pub mod journal;
 pub mod lock;
 pub mod log;
 pub mod notes;
 pub mod refs;
-pub mod seal;
+mod seal;
 pub mod shared;
 pub mod untrusted;
 pub mod worktree;
+
+// The chosen list: what the private modules offer the layers above.
+pub use atomic::write_atomically;
+pub use history::{RECENT_COMMITS, recently_changed};
+pub use seal::CloneKey;
 
 /// The ref of git-code-intel's notes (see [`notes`]).
 pub const NOTES_REF: &str = "refs/notes/code-intel";

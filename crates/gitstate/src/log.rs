@@ -27,7 +27,7 @@ use crate::{Error, git};
 pub const OUTCOME_LOG: &str = crate::shared::OUTCOMES.local;
 pub const DECISION_LOG: &str = "refs/code-intel/logs/decisions";
 const RECORD_FILE: &str = "record.json";
-/// The file beside a record that holds this clone's seal of it ([`crate::seal`]).
+/// The file beside a record that holds this clone's seal of it ([`crate::CloneKey`]).
 pub const SEAL_FILE: &str = "seal";
 /// A record larger than this is not read (ours are a few KB).
 pub const MAX_RECORD_BYTES: u64 = 256 * 1024;

@@ -30,7 +30,7 @@ impl std::fmt::Debug for CloneKey {
 }
 
 /// Where the key of the repository whose common git directory is `common_dir` lives.
-pub fn key_path(common_dir: &Path) -> PathBuf {
+pub(crate) fn key_path(common_dir: &Path) -> PathBuf {
     crate::lock::state_dir(common_dir).join(KEY_FILE)
 }
 

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 const MAGIC: &[u8; 8] = b"CIEMB01\0";
 const HEADER_LEN: usize = 8 + 32 + 4;
 
-pub type Key = [u8; 32];
+pub(crate) type Key = [u8; 32];
 
-pub fn key_of(text: &str) -> Key {
+pub(crate) fn key_of(text: &str) -> Key {
     *blake3::hash(text.as_bytes()).as_bytes()
 }
 

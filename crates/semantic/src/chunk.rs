@@ -32,7 +32,7 @@ pub struct Chunk {
 const WINDOW_LINES: usize = 40;
 
 /// A rough token count (about four bytes per token for code), enough to bound chunk sizes.
-pub fn estimate_tokens(text: &str) -> usize {
+pub(crate) fn estimate_tokens(text: &str) -> usize {
     text.len().div_ceil(4)
 }
 

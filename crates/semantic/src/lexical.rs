@@ -50,7 +50,7 @@ fn split_identifier(word: &str) -> Vec<String> {
 
 /// The words of every identifier in `text`, lower-cased and space-separated
 /// (`JSONEncoder.iterencode` → `json encoder iterencode`).
-pub fn identifier_words(text: &str) -> String {
+pub(crate) fn identifier_words(text: &str) -> String {
     let mut out = Vec::new();
     for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
         let word = word.trim_matches('_');

@@ -1,12 +1,12 @@
 //! Semantic search over two layers (the seeds' Forest/Map):
 //!
-//! - [`chunk`]: the Forest's AST chunks; [`embed`]: vectors from a local model through fastembed;
-//!   [`cache`]: vectors by blake3 of the embedded text; [`vectors`]: faiss `IDMap,Flat`;
-//!   [`lexical`]: BM25; [`forest`]: chunks + vectors + BM25, persisted; [`sync`]: incremental sync.
-//! - [`map`]: learned success patterns in `refs/code-intel/map`; [`learning`]: what a successful
+//! - `chunk`: the Forest's AST chunks; [`embed`]: vectors from a local model through fastembed;
+//!   `cache`: vectors by blake3 of the embedded text; `vectors`: faiss `IDMap,Flat`;
+//!   `lexical`: BM25; [`forest`]: chunks + vectors + BM25, persisted; [`sync`]: incremental sync.
+//! - [`map`]: learned success patterns in `refs/code-intel/map`; `learning`: what a successful
 //!   session teaches it.
 //! - [`service`]: one repository's semantic state (lazy model, background sync, Map index);
-//!   [`loaded`]: the model once loaded, with the Forest and the cache keyed by it.
+//!   `loaded`: the model once loaded, with the Forest and the cache keyed by it.
 //! - [`share`]: the embedding cache shared through `refs/code-intel/forest`.
 //! - [`Error`]: the one error type.
 //!
@@ -16,18 +16,23 @@
 // What this crate exports is its contract with the layers above: nothing public by accident.
 #![warn(unreachable_pub)]
 
-pub mod cache;
-pub mod chunk;
+mod cache;
+mod chunk;
 pub mod embed;
-pub mod error;
+mod error;
 pub mod forest;
-pub mod learning;
-pub mod lexical;
-pub mod loaded;
+mod learning;
+mod lexical;
+mod loaded;
 pub mod map;
 pub mod service;
 pub mod share;
 pub mod sync;
-pub mod vectors;
+mod vectors;
 
+// The chosen list: what the private modules offer the layers above.
+pub use chunk::{Chunk, chunk_file};
 pub use error::Error;
+pub use learning::{SessionFacts, entry_for, evidence_of};
+pub use lexical::{Bm25, terms};
+pub use vectors::quiet_blas_threads;

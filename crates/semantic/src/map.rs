@@ -29,8 +29,8 @@ use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+use code_intel_gitstate::CloneKey;
 use code_intel_gitstate::refs::{apply, expecting, update};
-use code_intel_gitstate::seal::CloneKey;
 use code_intel_gitstate::shared::{self, Unmerged};
 use code_intel_gitstate::untrusted;
 
@@ -204,9 +204,7 @@ fn check_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn git<E: std::fmt::Display>(e: E) -> Error {
-    Error::Git(e.to_string())
-}
+use crate::error::gix as git;
 
 /// Where an entry came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -587,7 +585,7 @@ impl MapStore {
             }
             match apply(&repo, edits) {
                 Ok(()) => return Ok(commit),
-                Err(code_intel_gitstate::Error::Locked(lock)) => return Err(Error::Git(lock)),
+                Err(e @ code_intel_gitstate::Error::Locked(_)) => return Err(e.into()),
                 Err(_) => continue,
             }
         }
@@ -695,7 +693,7 @@ impl MapStore {
             }
             match apply(repo, edits) {
                 Ok(()) => return Ok(()),
-                Err(code_intel_gitstate::Error::Locked(lock)) => return Err(Error::Git(lock)),
+                Err(e @ code_intel_gitstate::Error::Locked(_)) => return Err(e.into()),
                 Err(_) => {
                     // Another process merged this tip first, or the Map moved: read again.
                     if !shared::MAP.unmerged(repo)?.contains(staged) {

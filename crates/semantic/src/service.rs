@@ -96,8 +96,8 @@ pub struct Semantic {
     synced_generation: AtomicU64,
     map: Mutex<MapIndex>,
     /// The Map's ref store, opened on first use (not on every search).
-    map_store: OnceLock<Result<MapStore, String>>,
-    last_sync: Mutex<Option<Result<SyncReport, String>>>,
+    map_store: OnceLock<Result<MapStore, Error>>,
+    last_sync: Mutex<Option<Result<SyncReport, Error>>>,
     /// How files are cut into chunks, as the Forest's fingerprint records it.
     chunking: String,
     /// How searches merge the dense and lexical rankings.
@@ -260,7 +260,7 @@ impl Semantic {
                 }
                 Err(e) => tracing::warn!("forest sync failed: {e}"),
             }
-            *this.last_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(result.map_err(|e| e.to_string()));
+            *this.last_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
         });
         match spawned {
             Ok(h) => Some(h),
@@ -292,7 +292,7 @@ impl Semantic {
     }
 
     /// The last background sync's error, if it failed.
-    pub fn last_sync_error(&self) -> Option<String> {
+    pub fn last_sync_error(&self) -> Option<Error> {
         match &*self.last_sync.lock().unwrap_or_else(|p| p.into_inner()) {
             Some(Err(e)) => Some(e.clone()),
             _ => None,
@@ -300,29 +300,25 @@ impl Semantic {
     }
 
     /// Hybrid Forest search.
-    pub fn search_forest(&self, query_vector: &[f32], query: &str, n: usize) -> Result<Vec<ForestHit>, String> {
-        let loaded = self.loaded().map_err(|e| e.to_string())?;
+    pub fn search_forest(&self, query_vector: &[f32], query: &str, n: usize) -> Result<Vec<ForestHit>, Error> {
+        let loaded = self.loaded()?;
         let forest = loaded.forest.read().unwrap_or_else(|p| p.into_inner());
-        forest.search(query_vector, query, n, self.fusion).map_err(|e| e.to_string())
+        forest.search(query_vector, query, n, self.fusion)
     }
 
     /// The Map entries closest to `query_vector`, best first, with where each came from. The
     /// Map is read again (merging in what a fetch staged, checking every entry) and its vectors
     /// rebuilt (from the embedding cache where possible) whenever its tip or a remote's staged
     /// tip moved.
-    pub fn search_map(&self, query_vector: &[f32], n: usize) -> Result<MapSearch, String> {
-        let loaded = self.loaded().map_err(|e| e.to_string())?;
-        let store = self
-            .map_store
-            .get_or_init(|| MapStore::open(&self.root).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(Clone::clone)?;
+    pub fn search_map(&self, query_vector: &[f32], n: usize) -> Result<MapSearch, Error> {
+        let loaded = self.loaded()?;
+        let store = self.map_store.get_or_init(|| MapStore::open(&self.root)).as_ref().map_err(Clone::clone)?;
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let state = store.state().map_err(|e| e.to_string())?;
+        let state = store.state()?;
         if map.state.as_ref() != Some(&state) {
-            let read = store.read().map_err(|e| e.to_string())?;
+            let read = store.read()?;
             // Reading merged what was staged: the state to remember is the one after the merge.
-            let state = store.state().map_err(|e| e.to_string())?;
+            let state = store.state()?;
             let mut entries = read.entries;
             let not_searched = entries.len().saturating_sub(MAX_MAP_SEARCHED);
             entries.truncate(MAX_MAP_SEARCHED);
@@ -337,7 +333,7 @@ impl Semantic {
             };
         }
         if map.vectors.is_none() || map.pending > 0 {
-            let (vectors, pending) = map_vectors(&loaded, &map.entries, MAP_EMBED_BUDGET).map_err(|e| e.to_string())?;
+            let (vectors, pending) = map_vectors(&loaded, &map.entries, MAP_EMBED_BUDGET)?;
             map.vectors = Some(vectors);
             map.pending = pending;
         }
@@ -350,7 +346,7 @@ impl Semantic {
             searched: map.entries.len() - map.pending,
         };
         let Some(vectors) = map.vectors.as_ref().filter(|_| !map.entries.is_empty()) else { return Ok(out) };
-        let hits = vectors.search(query_vector, n).map_err(|e| e.to_string())?;
+        let hits = vectors.search(query_vector, n)?;
         out.hits = hits
             .into_iter()
             .filter_map(|(i, score)| {

@@ -99,10 +99,6 @@ fn hex(fingerprint: &[u8; 32]) -> String {
     blake3::Hash::from_bytes(*fingerprint).to_hex().to_string()
 }
 
-fn git_error(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 /// int8 with one scale per vector: about a quarter of the f32 size; cosine moves by well under
 /// 0.01 on the model's unit vectors.
 fn quantize(v: &[f32], out: &mut Vec<u8>) {
@@ -416,8 +412,8 @@ fn read_shard(repo: &gix::Repository, blob: ObjectId, first: u8, dim: usize) -> 
 /// compare-and-swap. Where both hold a key,
 /// this clone's vector wins: it was embedded here. A shard over [`MAX_SHARD_BYTES`] keeps this
 /// clone's vectors first.
-pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
-    let repo = gix::open(root).map_err(git_error)?;
+pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, crate::Error> {
+    let repo = gix::open(root).map_err(crate::error::gix)?;
     let dim = loaded.embedder.dimension;
     let record_len = 32 + 4 + dim;
     // A shared Forest found poisoned is not passed on.
@@ -490,11 +486,11 @@ pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
             blob.extend_from_slice(record);
         }
         report.shared += records.len();
-        let oid = repo.write_blob(&blob).map_err(git_error)?.detach();
+        let oid = repo.write_blob(&blob).map_err(crate::error::gix)?.detach();
         entries.push(Entry { mode: EntryKind::Blob.into(), filename: format!("{first:02x}").into(), oid });
     }
     report.notes = std::mem::take(&mut shared.notes);
-    let vectors_tree = repo.write_object(&gix::objs::Tree { entries }).map_err(git_error)?.detach();
+    let vectors_tree = repo.write_object(&gix::objs::Tree { entries }).map_err(crate::error::gix)?.detach();
     let manifest = Manifest {
         format: FORMAT,
         model: loaded.model.clone(),
@@ -502,26 +498,27 @@ pub fn export(root: &Path, loaded: &Loaded) -> Result<ShareReport, String> {
         dimension: dim,
         vectors: report.shared,
     };
-    let manifest_blob =
-        repo.write_blob(serde_json::to_vec_pretty(&manifest).map_err(git_error)?).map_err(git_error)?.detach();
+    let manifest_blob = repo
+        .write_blob(serde_json::to_vec_pretty(&manifest).map_err(crate::error::gix)?)
+        .map_err(crate::error::gix)?
+        .detach();
     let root_tree = gix::objs::Tree {
         entries: vec![
             Entry { mode: EntryKind::Blob.into(), filename: "FOREST".into(), oid: manifest_blob },
             Entry { mode: EntryKind::Tree.into(), filename: "vectors".into(), oid: vectors_tree },
         ],
     };
-    let tree = repo.write_object(&root_tree).map_err(git_error)?.detach();
-    let tip = code_intel_gitstate::log::tip(&repo, FOREST_REF).map_err(git_error)?;
+    let tree = repo.write_object(&root_tree).map_err(crate::error::gix)?.detach();
+    let tip = code_intel_gitstate::log::tip(&repo, FOREST_REF)?;
     let same_tree =
         tip.is_some_and(|t| repo.find_commit(t).ok().and_then(|c| c.tree_id().ok()).is_some_and(|id| id == tree));
     let commit = match tip {
         Some(t) if same_tree => t,
         _ => {
             let message = format!("forest: {} vectors of {}", report.shared, loaded.model);
-            let commit = write_commit(&repo, tree, None, &message).map_err(git_error)?;
+            let commit = write_commit(&repo, tree, None, &message)?;
             let expected = expecting(tip);
-            apply(&repo, vec![update(FOREST_REF, expected, Target::Object(commit), &message).map_err(git_error)?])
-                .map_err(git_error)?;
+            apply(&repo, vec![update(FOREST_REF, expected, Target::Object(commit), &message)?])?;
             commit
         }
     };

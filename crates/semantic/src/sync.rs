@@ -176,7 +176,7 @@ fn sync_once(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<(SyncR
     };
     settle_shared(cx, &mut shared);
     let walked = walk::walk(cx.repo, cx.config, cx.repo.root(), &WalkOptions::default())
-        .map_err(|e| Error::Walk(e.to_string()))?;
+        .map_err(|e| Error::Walk(std::sync::Arc::new(e)))?;
     let sources = cx.config.source_prefixes(cx.repo.root());
     let candidates: Vec<walk::WalkedFile> = walked
         .files
@@ -245,8 +245,7 @@ fn sync_once(cx: &SyncContext, on_slice: &dyn Fn(usize, usize)) -> Result<(SyncR
 
     // Embed first what is most likely to be asked about: the files the recent history changed,
     // newest first; then the rest in path order.
-    let recent =
-        code_intel_gitstate::history::recently_changed(cx.repo.root(), code_intel_gitstate::history::RECENT_COMMITS);
+    let recent = code_intel_gitstate::recently_changed(cx.repo.root(), code_intel_gitstate::RECENT_COMMITS);
     changed.sort_by_cached_key(|c| (recent.get(&c.rel).copied().unwrap_or(usize::MAX), c.rel.clone()));
 
     let total: usize = changed.iter().map(|c| c.chunks.len()).sum();

@@ -16,7 +16,7 @@ unsafe extern "C" {
 }
 
 /// Sets the OpenMP thread count for faiss calls made from the current thread.
-pub fn set_openmp_threads(n: usize) {
+pub(crate) fn set_openmp_threads(n: usize) {
     // SAFETY: omp_set_num_threads only sets the calling thread's OpenMP control variable.
     unsafe { omp_set_num_threads(n.clamp(1, 64) as std::ffi::c_int) }
 }
@@ -50,13 +50,13 @@ pub fn quiet_blas_threads() {
 #[cfg(not(unix))]
 pub fn quiet_blas_threads() {}
 
-pub struct VectorIndex {
+pub(crate) struct VectorIndex {
     index: IdMap<FlatIndex>,
     dim: u32,
 }
 
 impl VectorIndex {
-    pub fn new(dim: u32) -> Result<VectorIndex, Error> {
+    pub(crate) fn new(dim: u32) -> Result<VectorIndex, Error> {
         // The `IDMap,Flat` of the index factory, built directly so the type says it is flat.
         let index = IdMap::new(FlatIndex::new_ip(dim)?)?;
         Ok(VectorIndex { index, dim })
@@ -64,7 +64,7 @@ impl VectorIndex {
 
     /// Reads an index written by [`VectorIndex::write`]; anything else (a torn file, another
     /// dimension, another index type) is an error, so the caller rebuilds.
-    pub fn read(path: &Path, dim: u32) -> Result<VectorIndex, Error> {
+    pub(crate) fn read(path: &Path, dim: u32) -> Result<VectorIndex, Error> {
         let path = path.to_string_lossy().into_owned();
         let index = faiss::read_index(path)?;
         if index.metric_type() != MetricType::InnerProduct {
@@ -80,7 +80,7 @@ impl VectorIndex {
 
     /// Writes the index to `path` through a temporary file and a rename, so a reader never sees
     /// half an index.
-    pub fn write(&self, path: &Path) -> Result<(), Error> {
+    pub(crate) fn write(&self, path: &Path) -> Result<(), Error> {
         // faiss writes by path: the temporary file is named as every derived writer names it.
         let tmp = code_intel_files::Temp::PerProcess.beside(path);
         // What a killed writer left beside it (its temporary file can be hundreds of MB).
@@ -98,20 +98,20 @@ impl VectorIndex {
         Ok(())
     }
 
-    pub fn dim(&self) -> u32 {
+    pub(crate) fn dim(&self) -> u32 {
         self.dim
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.index.ntotal() as usize
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The ids held, in insertion order.
-    pub fn ids(&self) -> Vec<u64> {
+    pub(crate) fn ids(&self) -> Vec<u64> {
         // faiss-rs builds the id slice from faiss's pointer, which is null while the index is
         // empty: a slice from a null pointer is undefined behaviour (debug builds abort).
         if self.is_empty() {
@@ -121,7 +121,7 @@ impl VectorIndex {
     }
 
     /// Adds `vectors` (concatenated, `dim` floats each) under `ids`.
-    pub fn add(&mut self, ids: &[u64], vectors: &[f32]) -> Result<(), Error> {
+    pub(crate) fn add(&mut self, ids: &[u64], vectors: &[f32]) -> Result<(), Error> {
         if ids.is_empty() {
             return Ok(());
         }
@@ -130,7 +130,7 @@ impl VectorIndex {
         Ok(())
     }
 
-    pub fn remove(&mut self, ids: &[u64]) -> Result<usize, Error> {
+    pub(crate) fn remove(&mut self, ids: &[u64]) -> Result<usize, Error> {
         if ids.is_empty() {
             return Ok(0);
         }
@@ -140,7 +140,7 @@ impl VectorIndex {
     }
 
     /// The `k` nearest ids to `query` with their inner products, best first.
-    pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>, Error> {
+    pub(crate) fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>, Error> {
         if self.is_empty() || k == 0 {
             return Ok(Vec::new());
         }

@@ -9,9 +9,12 @@
 //! The binary crate above it is the thin edge: the MCP server, the CLI, the hooks, `init` and
 //! the manual. See `docs/ARCHITECTURE.md`.
 
+// What this crate exports is its contract with the layers above: nothing public by accident.
+#![warn(unreachable_pub)]
+
 pub mod branches;
 pub mod context;
-pub mod error;
+mod error;
 pub mod patch;
 pub mod session;
 pub mod share;

@@ -77,7 +77,7 @@ pub fn git(root: &Path, args: &[&str]) -> String {
 /// The `seal` this clone (the repository at `root`) puts beside a checkpoint of `content`, so a
 /// test can stand in for an earlier version or a corrupted store that this clone still wrote.
 pub fn checkpoint_seal(root: &Path, content: &[u8]) -> String {
-    let key = code_intel_gitstate::seal::CloneKey::load_or_create(&root.join(".git")).unwrap();
+    let key = code_intel_gitstate::CloneKey::load_or_create(&root.join(".git")).unwrap();
     key.seal(code_intel_session::session::store::CHECKPOINT_SEAL, content)
 }
 

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::ProjectContext;
 use code_intel_codebase::config::Config;
 use code_intel_codebase::repo::Repo;
-use code_intel_semantic::lexical::Bm25;
+use code_intel_semantic::Bm25;
 
 /// Documents named in `must_read` at most.
 pub const MAX_MUST_READ: usize = 3;
@@ -155,7 +155,7 @@ pub fn sections(rel: &str, text: &str) -> Vec<(Section, String)> {
 
 /// The request's words that tell documents apart.
 fn query_text(query: &str) -> String {
-    code_intel_semantic::lexical::terms(query)
+    code_intel_semantic::terms(query)
         .into_iter()
         .filter(|t| !STOPWORDS.contains(&t.as_str()) && t.len() > 1)
         .collect::<Vec<_>>()

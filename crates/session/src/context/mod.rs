@@ -329,8 +329,7 @@ pub fn update_context(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| crate::Error::File(e.to_string()))?;
     }
-    code_intel_gitstate::atomic::write_atomically(&path, updated.as_bytes())
-        .map_err(|e| crate::Error::File(e.to_string()))?;
+    code_intel_gitstate::write_atomically(&path, updated.as_bytes()).map_err(|e| crate::Error::File(e.to_string()))?;
     Ok(ContextUpdate { path: CONTEXT_FILE.to_owned(), summary: summary.to_owned(), fingerprints })
 }
 

@@ -416,7 +416,7 @@ pub(super) fn history_record(checkpoint: &Checkpoint, last_checkpoint: gix::Obje
         "counters": state.counters,
         "forced_completion": state.forced_completion,
         "learned": state.learned,
-        "evidence": code_intel_semantic::learning::evidence_of(state),
+        "evidence": code_intel_semantic::evidence_of(state),
         "last_checkpoint": last_checkpoint.to_string(),
     })
 }

@@ -64,10 +64,8 @@ pub(super) fn evidence_facts(
 }
 
 /// Files named in VERIFICATION's evidence or IMPACT_ANALYSIS's summary join the explored set.
-pub(super) fn add_cited_files(ws: &Workspace, data: &serde_json::Value, next: &mut Checkpoint) {
-    let mut strings = Vec::new();
-    collect_strings(data, &mut strings);
-    for s in strings {
+pub(super) fn add_cited_files(ws: &Workspace, payload: &Payload, next: &mut Checkpoint) {
+    for s in payload.citing_text() {
         for word in s.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')') {
             let candidate = submit::normalize_rel(word.trim_matches(|c| c == '`' || c == '\'' || c == '"'));
             if candidate.is_empty() || candidate.starts_with('/') || candidate.contains("..") {
@@ -77,15 +75,6 @@ pub(super) fn add_cited_files(ws: &Workspace, data: &serde_json::Value, next: &m
                 next.orchestrator_state.explored_files.insert(candidate);
             }
         }
-    }
-}
-
-fn collect_strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
-    match v {
-        serde_json::Value::String(s) => out.push(s),
-        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
-        serde_json::Value::Object(o) => o.values().for_each(|x| collect_strings(x, out)),
-        _ => {}
     }
 }
 

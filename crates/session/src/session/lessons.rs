@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use code_intel_gitstate::CloneKey;
 use code_intel_gitstate::log::{self, OUTCOME_LOG, OUTCOME_SEAL};
-use code_intel_gitstate::seal::CloneKey;
 
 /// Records looked at, newest first.
 const LOOKED_AT: usize = 500;

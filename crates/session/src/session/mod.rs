@@ -17,7 +17,6 @@ use crate::context::{self, CONTEXT_FILE, ProjectContext};
 use crate::session::store::{SessionStore, Stored};
 use crate::workspace::Workspace;
 use code_intel_workflow::contract::catalogue::{self as msg};
-use code_intel_workflow::engine::payload::Payload;
 use code_intel_workflow::engine::phase::{self, Phase, ReadyStep};
 use code_intel_workflow::engine::response::{self};
 use code_intel_workflow::engine::state::{Checkpoint, Flags, GateLevel, Intent, SessionState};
@@ -209,29 +208,21 @@ impl Sessions {
         let mut checkpoint = stored.checkpoint.clone();
         self.merge_record(&mut checkpoint);
         let refused = SessionError::Refused;
-        // Decoding first tells which evidence files to read; a payload that does not decode is
-        // refused by submit_value with the same rules.
-        let changed_files = (checkpoint.orchestrator_state.phase() == Phase::PreCommit)
-            .then(|| task_changes(ws, &checkpoint.orchestrator_state))
-            .flatten();
-        let facts = |payload: Option<&Payload>| Facts {
-            evidence: payload.map(|p| evidence_facts(ws, &checkpoint.orchestrator_state, p)).unwrap_or_default(),
+        // Decoded once: the typed payload tells which evidence files to read, and is what the
+        // engine checks.
+        let payload = submit::decode_payload(&ws.contract, &checkpoint, &data).map_err(refused)?;
+        let state = &checkpoint.orchestrator_state;
+        let facts = Facts {
+            evidence: evidence_facts(ws, state, &payload),
             semantic_available: ws.semantic.available(),
-            changed_files: changed_files.clone(),
-            documents: payload.and_then(|p| document_facts(ws, p, &checkpoint.orchestrator_state.query)),
-            far_symbols: payload.map(|p| far_symbols(ws, p, &checkpoint.orchestrator_state.query)).unwrap_or_default(),
+            changed_files: (state.phase() == Phase::PreCommit).then(|| task_changes(ws, state)).flatten(),
+            documents: document_facts(ws, &payload, &state.query),
+            far_symbols: far_symbols(ws, &payload, &state.query),
         };
-        let decoded = code_intel_workflow::engine::decode::decode(checkpoint.orchestrator_state.phase(), &data).ok();
-        let accepted = match (&decoded, checkpoint.orchestrator_state.is_complete()) {
-            (Some(p), false) => submit::submit(&ws.contract, &checkpoint, p, &facts(Some(p))),
-            _ => submit::submit_value(&ws.contract, &checkpoint, &data, &facts(None)),
-        }
-        .map_err(refused)?;
+        let accepted = submit::submit(&ws.contract, &checkpoint, &payload, &facts).map_err(refused)?;
         let old_phase = checkpoint.orchestrator_state.phase();
         let mut next = accepted.session;
-        if matches!(old_phase, Phase::Verification | Phase::ImpactAnalysis) {
-            add_cited_files(ws, &data, &mut next);
-        }
+        add_cited_files(ws, &payload, &mut next);
         let store = self.store()?;
         let message = if next.orchestrator_state.is_complete() {
             "finish".to_owned()

@@ -17,8 +17,8 @@ use gix::refs::transaction::PreviousValue;
 use gix::refs::{FullName, Target};
 use gix::{ObjectId, ThreadSafeRepository};
 
+use code_intel_gitstate::CloneKey;
 use code_intel_gitstate::refs::{apply, delete, expecting, update, write_commit};
-use code_intel_gitstate::seal::CloneKey;
 use code_intel_workflow::engine::state::Checkpoint;
 
 use crate::Error;

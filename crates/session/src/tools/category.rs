@@ -2,7 +2,7 @@
 //! impact report groups what depends on a target by it, and reference search tells tests apart.
 
 /// `"test"`, `"doc"`, `"config"` or `"source"`.
-pub fn category(rel: &str) -> &'static str {
+pub(crate) fn category(rel: &str) -> &'static str {
     let lower = rel.to_ascii_lowercase();
     let name = lower.rsplit('/').next().unwrap_or(&lower);
     let ext = name.rsplit('.').next().unwrap_or("");

@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{ToolError, ToolResult, Workspace, given};
 use crate::session::store::SessionStore;
-use code_intel_semantic::chunk::Chunk;
+use code_intel_semantic::Chunk;
 use code_intel_semantic::forest::ForestHit;
-use code_intel_semantic::learning::{self, SessionFacts};
 use code_intel_semantic::map::{MapEntry, MapStore, Origin};
 use code_intel_semantic::service::{MAX_MAP_SEARCHED, MapHit, MapSearch, sync_wait};
 use code_intel_semantic::sync::SyncReport;
+use code_intel_semantic::{SessionFacts, entry_for};
 
 /// A Map hit at or above this score answers the query: the Forest is skipped.
 pub const MAP_SHORTCUT: f32 = 0.7;
@@ -170,7 +170,7 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
     };
     let mut notes: Vec<String> = Vec::new();
     if collection != "forest" {
-        let found = sem.search_map(&query_vector, n).map_err(|e| failed(ws, &e))?;
+        let found = sem.search_map(&query_vector, n).map_err(|e| failed(ws, &e.to_string()))?;
         notes.extend(map_notes(ws, &found));
         let trusted = trusted_remotes(ws);
         out.map_hits = found.hits.into_iter().map(|h| hit_out(&trusted, h)).collect();
@@ -230,7 +230,7 @@ pub fn semantic_search(ws: &Workspace, params: SemanticSearchParams) -> ToolResu
     } else {
         sem.embed_one(&forest_query).map_err(|e| failed(ws, &e.to_string()))?
     };
-    out.forest_hits = sem.search_forest(&forest_vector, &forest_query, n).map_err(|e| failed(ws, &e))?;
+    out.forest_hits = sem.search_forest(&forest_vector, &forest_query, n).map_err(|e| failed(ws, &e.to_string()))?;
     out.forest_chunks = sem.loaded().map(|l| l.forest.read().map_or(0, |f| f.chunk_count())).unwrap_or(0);
     notes.extend(out.note.take());
     out.note = joined(notes);
@@ -387,7 +387,7 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
                 format!("{} <{}>", sig.name, sig.email)
             })
             .unwrap_or_default();
-        let entry = learning::entry_for(&facts, |file, line| symbol_at(ws, file, line), &now, &recorded_by);
+        let entry = entry_for(&facts, |file, line| symbol_at(ws, file, line), &now, &recorded_by);
         match MapStore::open(ws.repo.root()).and_then(|m| m.add(&entry)) {
             Ok(_) => Some(entry),
             Err(e) => {
@@ -411,7 +411,7 @@ pub fn record_outcome(ws: &Workspace, params: RecordOutcomeParams) -> ToolResult
     });
     let repo = gix::open(ws.repo.root()).map_err(|e| err(&e))?;
     let message = format!("outcome {outcome} for session {}", facts.session_id);
-    let key = code_intel_gitstate::seal::CloneKey::of(&repo).map_err(|e| err(&e))?;
+    let key = code_intel_gitstate::CloneKey::of(&repo).map_err(|e| err(&e))?;
     let logged =
         code_intel_gitstate::log::append_sealed(&repo, code_intel_gitstate::log::OUTCOME_LOG, &record, &message, |b| {
             key.seal(code_intel_gitstate::log::OUTCOME_SEAL, b)

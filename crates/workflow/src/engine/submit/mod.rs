@@ -162,19 +162,25 @@ pub fn submit_value(
     data: &Value,
     facts: &Facts,
 ) -> Result<Accepted, Refused> {
+    submit(contract, session, &decode_payload(contract, session, data)?, facts)
+}
+
+/// Reads `data` as the payload of the session's phase, once: what the adapter gathers its
+/// Facts from and hands to [`submit`]. A payload that does not decode is refused with the
+/// contract's message (and the phase summaries when the compaction count disagrees).
+pub fn decode_payload(contract: &Contract, session: &Checkpoint, data: &Value) -> Result<Payload, Refused> {
     let state = &session.orchestrator_state;
     if state.is_complete() {
         return Err(response::refusal(contract, session, msg::NO_ACTIVE_SESSION, &[]));
     }
-    let payload = decode::decode(state.phase(), data).map_err(|v| {
+    decode::decode(state.phase(), data).map_err(|v| {
         let mut r = refuse(contract, session, v);
         let claimed = data.get("compaction_count").and_then(Value::as_u64);
         if claimed.is_some_and(|c| c != state.compaction_count) {
             r.phase_summaries = Some(session.summaries());
         }
         r
-    })?;
-    submit(contract, session, &payload, facts)
+    })
 }
 
 fn refuse(contract: &Contract, session: &Checkpoint, v: Violation) -> Refused {
