@@ -345,7 +345,13 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                     }
                     println!("`git code-intel doctor` checks the set-up of each client.");
                 }
-                0
+                // What init refused to write is said on stderr too, and fails the command.
+                let refused: Vec<&crate::init::FileReport> =
+                    report.iter().filter(|r| r.action == crate::init::Action::Refused).collect();
+                for r in &refused {
+                    eprintln!("error: init did not write {}: {}", r.path, r.note.as_deref().unwrap_or(""));
+                }
+                i32::from(!refused.is_empty())
             }
             Err(e) => {
                 eprintln!("error: init failed: {e}");

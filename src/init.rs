@@ -149,6 +149,9 @@ pub enum Action {
     Unchanged,
     /// Kept because the user edited it (or init did not write it); `--force` replaces it.
     KeptEdited,
+    /// Not written: writing it would lose something of the user's. The note says what to do;
+    /// init does the rest and exits with an error.
+    Refused,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -261,15 +264,17 @@ fn install_pre_commit(root: &Path) -> std::io::Result<FileReport> {
         Some(_) => {
             let chained = dir.join(CHAINED_HOOK);
             if chained.exists() {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    format!(
+                // Reported, not an error: the rest of init (`--share` too) still runs.
+                return Ok(FileReport {
+                    path: ".git/hooks/pre-commit".into(),
+                    action: Action::Refused,
+                    note: Some(format!(
                         "{} is not git-code-intel's hook, and {} (the hook init kept before) exists too: \
                          init would lose one of them; merge them by hand, then run init again",
                         hook.display(),
                         chained.display()
-                    ),
-                ));
+                    )),
+                });
             }
             std::fs::rename(&hook, &chained).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("cannot move {} to {}: {e}", hook.display(), chained.display()))

@@ -505,12 +505,21 @@ fn a_binary_pre_commit_hook_is_chained_not_replaced() {
     assert_eq!(std::fs::read(hooks.join("pre-commit.before-code-intel")).unwrap(), program);
     assert!(std::fs::read_to_string(hooks.join("pre-commit")).unwrap().contains("git-code-intel pre-commit hook"));
 
-    // Someone puts another hook in place of ours: moving it would lose the kept one.
+    // Someone puts another hook in place of ours: moving it would lose the kept one. Init says
+    // so and fails, and still does the rest: `--share` sets the remote's refspecs.
     std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\necho another\n").unwrap();
-    let out = Command::new(BIN).arg("init").current_dir(root).output().unwrap();
+    let remote = tempfile::tempdir().unwrap();
+    let bare = Command::new("git").args(["init", "-q", "--bare"]).arg(remote.path()).status().unwrap();
+    assert!(bare.success());
+    let added = Command::new("git").args(["remote", "add", "origin"]).arg(remote.path()).current_dir(root).status();
+    assert!(added.unwrap().success());
+    let out = Command::new(BIN).args(["--json", "init", "--share"]).current_dir(root).output().unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("merge them by hand"), "{stderr}");
+    let report: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(action(&report, ".git/hooks/pre-commit"), "refused");
+    assert_eq!(action(&report, ".git/config"), "merged", "{report:?}");
     assert_eq!(std::fs::read_to_string(hooks.join("pre-commit")).unwrap(), "#!/bin/sh\necho another\n");
     assert_eq!(std::fs::read(hooks.join("pre-commit.before-code-intel")).unwrap(), program);
 }

@@ -283,6 +283,13 @@ pub fn update_context(
         ));
     }
     let path = root.join(CONTEXT_FILE);
+    // One read-modify-write at a time, across servers and threads (the operation lock), so two
+    // updates never lose one another or share the writer's temporary file. Outside git there
+    // is no lock to take (and no other session).
+    let _lock = match gix::open(root) {
+        Ok(repo) => Some(code_intel_gitstate::lock::acquire(&repo)?),
+        Err(_) => None,
+    };
     let text = match read_context(root) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => template.to_owned(),
@@ -575,5 +582,29 @@ mod tests {
         assert!(cx.error.is_some() && cx.doc_research_enabled && cx.docs_path == vec!["docs/"]);
         let rules = project_rules(root, &Contract::builtin());
         assert!(rules.note.as_deref().is_some_and(|n| n.contains(CONTEXT_FILE)), "{rules:?}");
+    }
+
+    /// Updates at once (threads here, servers in life) are taken one at a time: each is
+    /// written whole, none fails on another's temporary file, and nothing is left beside it.
+    #[test]
+    fn updates_at_once_are_taken_one_at_a_time() {
+        let dir = repo();
+        let root = dir.path();
+        gix::init(root).unwrap();
+        let summaries: Vec<String> = (0..8).map(|i| format!("DO:\n- rule number {i}")).collect();
+        std::thread::scope(|scope| {
+            for summary in &summaries {
+                scope.spawn(move || update_context(root, summary, None, TEMPLATE).unwrap());
+            }
+        });
+        let written = ProjectContext::load(root).summary;
+        assert!(summaries.contains(&written), "{written:?}");
+        let left: Vec<_> = std::fs::read_dir(root.join(".code-intel"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "context.yml")
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 }
