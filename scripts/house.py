@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The house in numbers (issue 28): per crate, its modules, the public ones, the import cycles
 between its modules, its error types and its lines; and the catch-all error conversions and
-`use super::*` outside tests. `--check` fails when a cycle, a catch-all conversion or a glob
-import of a parent module outside tests is found, so the numbers cannot grow back unseen.
+`use super::*` outside tests. `--check` fails when a cycle, a catch-all conversion, a glob
+import of a parent module outside tests, or a file written other than through code-intel-files
+(outside the writers named in RAW_WRITERS) is found, so none can come back unseen.
 
 Usage: scripts/house.py [ROOT] [--check]     (ROOT: a checkout; default this one)
 """
@@ -15,6 +16,15 @@ USE_PATH = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 USE_GROUP = re.compile(r"\buse\s+(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^;]*)\};", re.S)
 ERROR_TYPE = re.compile(r"#\[derive\([^)]*thiserror::Error[^)]*\)\]\s*(?:#\[[^\]]*\]\s*)*pub(?:\([a-z]+\))?\s+(?:enum|struct)\s+(\w+)")
 CATCH_ALL = re.compile(r"impl\s+From<(?:String|&(?:'static\s+)?str)>\s+for\s+\w*Error")
+RAW_WRITE = re.compile(r"\bstd::fs::write\(|\bFile::create\(")
+# Writers that may not go through code-intel-files, and why.
+RAW_WRITERS = {
+    # The one writer itself.
+    "crates/files/src/lib.rs",
+    # A derived directory's .gitignore is written in .git and renamed across, so git status
+    # never sees it half-written; the writer's temporary files are beside their target.
+    "crates/codebase/src/derived.rs",
+}
 TEXT_ERROR = re.compile(r"\.map_err\(\|[^|]*\|[^\n]*(?:to_string\(\)|format!)")
 TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", re.S)
 
@@ -118,7 +128,7 @@ def cycles(graph):
     return found
 
 
-def measure(name, src):
+def measure(root, name, src):
     files = sorted(src.rglob("*.rs"))
     modules = {module_of(src, f): f for f in files}
     texts = {m: f.read_text() for m, f in modules.items()}
@@ -130,6 +140,13 @@ def measure(name, src):
     private = sum(len(re.findall(r"^\s*(?:pub\(crate\)\s+)?mod \w+;", t, re.M)) for t in texts.values())
     errors = sorted({e for t in texts.values() for e in ERROR_TYPE.findall(t)})
     catch_all = [str(modules[m].relative_to(src.parent)) for m, t in texts.items() if CATCH_ALL.search(t)]
+    raw_writes = [
+        rel
+        for m, t in texts.items()
+        for rel in [str(modules[m].relative_to(root))]
+        # A file of tests only (`mod overlay_tests;` under `#[cfg(test)]`) writes as it likes.
+        if not rel.endswith("tests.rs") and rel not in RAW_WRITERS and RAW_WRITE.search(without_tests(t))
+    ]
     globs = [
         str(modules[m].relative_to(src.parent))
         for m, t in texts.items()
@@ -147,6 +164,7 @@ def measure(name, src):
         "error types": errors,
         "catch-all From<String>": catch_all,
         "use super::* outside tests": globs,
+        "writes outside code-intel-files": raw_writes,
         "errors as text": to_string,
         "lines": lines,
     }
@@ -155,7 +173,7 @@ def measure(name, src):
 def main():
     args = [a for a in sys.argv[1:] if a != "--check"]
     root = pathlib.Path(args[0] if args else pathlib.Path(__file__).resolve().parent.parent)
-    reports = [measure(name, src) for name, src in crates(root)]
+    reports = [measure(root, name, src) for name, src in crates(root)]
     bad = False
     print(f"{len(reports)} crates")
     for r in reports:
@@ -170,9 +188,20 @@ def main():
             print(f"  catch-all string conversion into an error: {path}")
         for path in r["use super::* outside tests"]:
             print(f"  use super::* outside tests: {path}")
-        bad |= bool(r["cycles"] or r["catch-all From<String>"] or r["use super::* outside tests"])
+        for path in r["writes outside code-intel-files"]:
+            print(f"  a file written outside code-intel-files (std::fs::write, File::create): {path}")
+        bad |= bool(
+            r["cycles"]
+            or r["catch-all From<String>"]
+            or r["use super::* outside tests"]
+            or r["writes outside code-intel-files"]
+        )
     if "--check" in sys.argv and bad:
-        print("house: import cycles, catch-all error conversions or glob imports of a parent (above)", file=sys.stderr)
+        print(
+            "house: import cycles, catch-all error conversions, glob imports of a parent or files written "
+            "outside code-intel-files (above)",
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 

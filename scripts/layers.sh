@@ -43,5 +43,13 @@ if [ -n "$heavy" ]; then
     echo "layers: the workflow crate pulls in $heavy; it must build without native code or git" >&2
     status=1
 fi
+# The engine does no I/O and is given the clock and the ids (docs/ARCHITECTURE.md): its source
+# names no file system, process, network, environment or clock.
+io=$(grep -rnE 'std::(fs|process|net|env)\b|Utc::now|Local::now|SystemTime|Instant::now|getrandom|rand::' \
+    crates/workflow/src | grep -vE '^[^:]*:[0-9]+:\s*//' || true)
+if [ -n "$io" ]; then
+    printf 'layers: the workflow crate does I/O or reads a clock:\n%s\n' "$io" >&2
+    status=1
+fi
 [ "$status" = 0 ] && echo "layers: every crate imports only what docs/ARCHITECTURE.md allows"
 exit "$status"

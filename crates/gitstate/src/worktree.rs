@@ -330,17 +330,18 @@ pub fn restore(
                     return std::fs::rename(&tmp, &path).map_err(crate::git);
                 }
             }
-            std::fs::write(&tmp, &blob.data).map_err(crate::file("write", &tmp))?;
-            // An executable blob comes back executable, or the restore fails and says so (the
-            // file as it was stays in place).
-            #[cfg(unix)]
-            if kind == EntryKind::BlobExecutable {
-                use std::os::unix::fs::PermissionsExt;
-                if let Err(e) = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)) {
-                    code_intel_files::discard(&tmp);
-                    return Err(crate::file("set the executable bit of", &path)(e));
+            // Through the one writer; an executable blob comes back executable, or the restore
+            // fails and says so (the file as it was stays in place).
+            let tmp = code_intel_files::write_aside(&path, code_intel_files::Temp::Fixed, |file| {
+                std::io::Write::write_all(file, &blob.data)?;
+                #[cfg(unix)]
+                if kind == EntryKind::BlobExecutable {
+                    use std::os::unix::fs::PermissionsExt;
+                    file.set_permissions(std::fs::Permissions::from_mode(0o755))?;
                 }
-            }
+                Ok(())
+            })
+            .map_err(crate::git)?;
             crate::atomic::failpoint("file-written");
             std::fs::rename(&tmp, &path).map_err(|e| {
                 code_intel_files::discard(&tmp);
