@@ -1,10 +1,11 @@
 //! Crash safety for what git-code-intel changes in a repository.
 //!
-//! **The journal.** Taken under the operation lock ([`crate::lock`]), An operation of several steps (branch creation, the PRE_COMMIT and
-//! QUALITY_REVIEW commits, MERGE, branch choices) first writes what it will do to
+//! **The journal.** Under the operation lock ([`crate::lock`]), an operation of several steps
+//! (for the layer above: a task branch made, a commit, a merge) first writes what it will do to
 //! `.git/code-intel/operation.json`, atomically: one ref transaction (the decisive step, all or
 //! nothing), then idempotent steps (files brought from one version to another, the index
-//! rewritten, a ref deleted, a note added), then the session checkpoint that records the result.
+//! rewritten, a ref deleted, a note added), then the record the layer above hands over (its
+//! session checkpoint), which this crate carries without reading.
 //! If the process is killed, the next one to take the lock finishes the operation when its ref
 //! transaction happened, or drops it when it did not (nothing had changed), and says which.
 //!
@@ -95,8 +96,10 @@ pub struct Journal {
     /// whether it happened.
     pub refs: Vec<RefChange>,
     pub after: Vec<Step>,
-    /// The session checkpoint to write once done, in the session store's own form.
-    pub session: Option<serde_json::Value>,
+    /// The record to write once done, in the form of the layer above that wrote it (a session
+    /// checkpoint, say): this crate only carries it to the writer.
+    #[serde(alias = "session")]
+    pub record: Option<serde_json::Value>,
 }
 
 impl Journal {
@@ -107,20 +110,20 @@ impl Journal {
             pid: std::process::id(),
             refs,
             after,
-            session: None,
+            record: None,
         }
     }
 }
 
-/// What ends an operation: writing the session checkpoint the journal carries. It must succeed
-/// once, and do nothing when the session has moved on already.
-pub type SessionWriter<'a> = &'a dyn Fn(&serde_json::Value) -> Result<(), WriterError>;
+/// What ends an operation: writing the record the journal carries (see [`Journal::record`]). It
+/// must succeed once, and do nothing when what it records has moved on already.
+pub type RecordWriter<'a> = &'a dyn Fn(&serde_json::Value) -> Result<(), WriterError>;
 
-/// Why the session checkpoint could not be written, as the writer (a layer above) says.
+/// Why the record could not be written, as the writer (a layer above) says.
 pub type WriterError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// For operations that record no session checkpoint.
-pub const NO_SESSION: SessionWriter<'static> = &|_: &serde_json::Value| Ok(());
+/// For operations that carry no record.
+pub const NO_RECORD: RecordWriter<'static> = &|_: &serde_json::Value| Ok(());
 
 /// Takes the operation lock, finishes any operation a dead process left, lets `plan` read the
 /// repository and describe the operation, and runs it. Returns the plan's value and what the
@@ -128,23 +131,23 @@ pub const NO_SESSION: SessionWriter<'static> = &|_: &serde_json::Value| Ok(());
 /// errors are converted into the caller's.
 pub fn operate<T, E: From<crate::Error>>(
     root: &Path,
-    session: SessionWriter,
+    record: RecordWriter,
     plan: impl FnOnce(&gix::Repository) -> Result<(T, Journal), E>,
 ) -> Result<(T, Option<String>), E> {
     let repo = gix::open(root).map_err(crate::git)?;
     let _lock = crate::lock::acquire(&repo)?;
-    let recovered = recover(&repo, root, session)?;
+    let recovered = recover(&repo, root, record)?;
     // Read the repository afresh: the recovery may have moved refs and the index.
     let repo = gix::open(root).map_err(crate::git)?;
     let (value, journal) = plan(&repo)?;
-    run(&repo, root, &journal, session)?;
+    run(&repo, root, &journal, record)?;
     Ok((value, recovered))
 }
 
 /// Runs `journal` in the repository (`root` the work tree): recorded, ref transaction, steps,
-/// session checkpoint, done. Hold the operation lock around the whole of it (and around the
+/// the record (a session checkpoint, say), done. Hold the operation lock around the whole of it (and around the
 /// reads that planned it).
-pub fn run(repo: &gix::Repository, root: &Path, journal: &Journal, session: SessionWriter) -> Result<(), crate::Error> {
+pub fn run(repo: &gix::Repository, root: &Path, journal: &Journal, record: RecordWriter) -> Result<(), crate::Error> {
     let git_dir = repo.git_dir().to_owned();
     let path = git_dir.join(JOURNAL_FILE);
     write_atomically(&path, &serde_json::to_vec_pretty(journal).map_err(crate::git)?)
@@ -156,17 +159,17 @@ pub fn run(repo: &gix::Repository, root: &Path, journal: &Journal, session: Sess
         return Err(crate::Error::Refused { source: Box::new(e), lock: lock_in_the_way(repo, &names) });
     }
     failpoint("refs-moved");
-    finish(repo, root, journal, session).map_err(|e| crate::Error::Incomplete(Box::new(e)))?;
+    finish(repo, root, journal, record).map_err(|e| crate::Error::Incomplete(Box::new(e)))?;
     code_intel_files::discard(&path);
     Ok(())
 }
 
-/// The steps after the ref transaction, and the session checkpoint.
+/// The steps after the ref transaction, and the record.
 fn finish(
     repo: &gix::Repository,
     root: &Path,
     journal: &Journal,
-    session: SessionWriter,
+    record: RecordWriter,
 ) -> Result<Vec<String>, crate::Error> {
     let mut left_alone = Vec::new();
     for (i, step) in journal.after.iter().enumerate() {
@@ -175,8 +178,8 @@ fn finish(
         }
         failpoint(&format!("step-{i}"));
     }
-    if let Some(s) = &journal.session {
-        session(s).map_err(crate::Error::Git)?;
+    if let Some(r) = &journal.record {
+        record(r).map_err(crate::Error::Git)?;
     }
     failpoint("session-written");
     Ok(left_alone)
@@ -184,7 +187,7 @@ fn finish(
 
 /// Finishes or drops an operation a dead process left; says what was done. Hold the operation
 /// lock (so the journal's writer is known to be dead).
-pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> Result<Option<String>, crate::Error> {
+pub fn recover(repo: &gix::Repository, root: &Path, record: RecordWriter) -> Result<Option<String>, crate::Error> {
     let git_dir = repo.git_dir().to_owned();
     let path = git_dir.join(JOURNAL_FILE);
     let journal: Journal = match std::fs::read(&path) {
@@ -218,7 +221,7 @@ pub fn recover(repo: &gix::Repository, root: &Path, session: SessionWriter) -> R
         None => true,
     };
     let report = if happened {
-        let left_alone = finish(repo, root, &journal, session)?;
+        let left_alone = finish(repo, root, &journal, record)?;
         let mut text = format!("{} was interrupted after it moved its refs; it has been finished", journal.what);
         if !left_alone.is_empty() {
             text.push_str(&format!(" (left alone, changed since: {})", left_alone.join(", ")));
@@ -406,7 +409,7 @@ pub fn blob(entry: Option<(ObjectId, EntryKind)>) -> Option<Blob> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Journal, KEPT_UNREADABLE, NO_SESSION, aside_name, operate, run};
+    use super::{Journal, KEPT_UNREADABLE, NO_RECORD, aside_name, operate, run};
 
     #[test]
     fn a_second_unreadable_journal_does_not_replace_the_first() {
@@ -431,7 +434,7 @@ mod tests {
         let path = repo.git_dir().join(super::JOURNAL_FILE);
         // A directory where the journal goes.
         std::fs::create_dir_all(path.join("in-the-way")).unwrap();
-        let e = run(&repo, dir.path(), &Journal::new("test", vec![], vec![]), NO_SESSION).unwrap_err();
+        let e = run(&repo, dir.path(), &Journal::new("test", vec![], vec![]), NO_RECORD).unwrap_err();
         assert!(matches!(&e, crate::Error::File { what: "write", path: p, .. } if *p == path), "{e:?}");
         assert!(e.to_string().contains(&path.display().to_string()), "{e}");
         let cause = std::error::Error::source(&e).expect("the cause is kept");
@@ -453,7 +456,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         gix::init(dir.path()).unwrap();
-        let r: Result<((), _), Mine> = operate(dir.path(), NO_SESSION, |_| Err(Mine::Planned("conflicts in a.rs")));
+        let r: Result<((), _), Mine> = operate(dir.path(), NO_RECORD, |_| Err(Mine::Planned("conflicts in a.rs")));
         assert_eq!(r.unwrap_err(), Mine::Planned("conflicts in a.rs"));
         assert!(!dir.path().join(".git").join(super::JOURNAL_FILE).exists());
     }

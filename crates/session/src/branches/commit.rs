@@ -122,7 +122,7 @@ pub fn commit_task(
     discard: &[String],
     user_changes: &BTreeMap<String, Option<ObjectId>>,
 ) -> Result<ObjectId, crate::Error> {
-    code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
+    code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_RECORD, |repo| {
         plan_commit(repo, root, task_branch, base_commit, message, discard, user_changes, None)
     })
     .map(|(tip, _)| tip)

@@ -117,7 +117,7 @@ pub fn plan_merge(
 /// Plans and runs the merge (see [`plan_merge`]) under the operation lock, with no session to
 /// record it.
 pub fn merge_task(root: &Path, task_branch: &str, base_branch: &str, note: &str) -> Result<Merged, Error> {
-    let run = code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
+    let run = code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_RECORD, |repo| {
         plan_merge(repo, root, task_branch, base_branch, note, &[])
     });
     run.map(|(merged, _)| merged)

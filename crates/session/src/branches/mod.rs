@@ -156,7 +156,7 @@ pub fn plan_task_branch(
 /// Creates the task branch (see [`plan_task_branch`]) under the operation lock, with no
 /// session to record it.
 pub fn create_task_branch(root: &Path, session_id: &str) -> Result<TaskBranch, crate::Error> {
-    code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
+    code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_RECORD, |repo| {
         plan_task_branch(repo, root, session_id)
     })
     .map(|(b, _)| b)

@@ -125,7 +125,7 @@ pub fn plan_delete(
 /// Deletes `branches` (see [`plan_delete`]) under the operation lock, with no session to
 /// record; returns the ones it deleted.
 pub fn delete_branches(root: &Path, branches: &[String]) -> Result<Vec<String>, crate::Error> {
-    code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_SESSION, |repo| {
+    code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_RECORD, |repo| {
         plan_delete(repo, root, branches)
     })
     .map(|(deleted, _)| deleted)

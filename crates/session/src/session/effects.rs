@@ -55,7 +55,7 @@ impl Sessions {
                        step: &mut SessionStep| {
             let result = code_intel_gitstate::journal::operate(root, &writer, |repo| {
                 let mut journal = plan(repo, step)?;
-                journal.session = Some(serde_json::to_value(&*step).map_err(crate::error::git)?);
+                journal.record = Some(serde_json::to_value(&*step).map_err(crate::error::git)?);
                 Ok::<_, crate::Error>(((), journal))
             });
             match result {
@@ -106,7 +106,9 @@ impl Sessions {
                             ));
                         };
                         let Some(base) = cur.base.clone() else {
-                            return Err(fail(format!("the base of {} is unknown", cur.branch)));
+                            return Err(fail(
+                                ws.contract.message(&msg::STALE_BASE_UNKNOWN, &[("branch", &cur.branch)]),
+                            ));
                         };
                         let id = step.checkpoint.orchestrator_state.session_id.clone();
                         let note = serde_json::json!({"merged_stale_branch": cur.branch, "by_session": id}).to_string();
@@ -255,14 +257,14 @@ impl Sessions {
         }
         let own = self.active(ws).ok().flatten().and_then(|s| s.checkpoint.orchestrator_state.task_branch);
         let stale: Vec<branches::stale::StaleBranch> = branches::stale::list(root)
-            .map_err(|e| plain("git_error", &e.to_string()))?
+            .map_err(|e| contract_error(ws, &msg::GIT_FAILED, &[("error", &e.to_string())]))?
             .into_iter()
             .filter(|b| own.as_deref() != Some(b.branch.as_str()))
             .collect();
         let mut merged = Vec::new();
         // Another work tree's task branch is its session's: named, never touched.
         let mut kept: Vec<KeptBranch> = branches::stale::elsewhere(root)
-            .map_err(|e| plain("git_error", &e.to_string()))?
+            .map_err(|e| contract_error(ws, &msg::GIT_FAILED, &[("error", &e.to_string())]))?
             .into_iter()
             .map(|(b, path)| KeptBranch {
                 branch: b.branch,
@@ -278,7 +280,7 @@ impl Sessions {
             let base = cur
                 .base
                 .clone()
-                .ok_or_else(|| plain("merge_failed", &format!("the base of {} is unknown", cur.branch)))?;
+                .ok_or_else(|| contract_error(ws, &msg::STALE_BASE_UNKNOWN, &[("branch", &cur.branch)]))?;
             let note = serde_json::json!({"merged_stale_branch": cur.branch}).to_string();
             branches::merge::merge_task(root, &cur.branch, &base, &note).map_err(|e| {
                 let m = ws.contract.error(&msg::MERGE_FAILED, &[]);
@@ -306,8 +308,8 @@ impl Sessions {
                 });
             }
         }
-        let deleted =
-            branches::stale::delete_branches(root, &to_delete).map_err(|e| plain("git_error", &e.to_string()))?;
+        let deleted = branches::stale::delete_branches(root, &to_delete)
+            .map_err(|e| contract_error(ws, &msg::GIT_FAILED, &[("error", &e.to_string())]))?;
         // A branch that came into use between the listing and the deletion is left alone.
         for b in stale.iter().filter(|b| to_delete.contains(&b.branch) && !deleted.contains(&b.branch)) {
             kept.push(KeptBranch {

@@ -62,7 +62,7 @@ struct ToolRecord {
 }
 
 pub struct Sessions {
-    store: Result<SessionStore, String>,
+    store: Result<SessionStore, SessionError>,
     record: Mutex<ToolRecord>,
     /// What the last recovery did, until an answer reports it.
     recovered: Mutex<Option<String>>,
@@ -79,12 +79,13 @@ pub struct StartRequest {
 
 impl Sessions {
     pub fn open(ws: &Workspace) -> Sessions {
-        let store = SessionStore::open(ws.repo.root()).map_err(|e| e.to_string());
+        let store = SessionStore::open(ws.repo.root())
+            .map_err(|e| contract_error(ws, &msg::GIT_REQUIRED, &[("error", &e.to_string())]));
         Sessions { store, record: Mutex::new(ToolRecord::default()), recovered: Mutex::new(None) }
     }
 
     fn store(&self) -> SessionResult<&SessionStore> {
-        self.store.as_ref().map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))
+        self.store.as_ref().map_err(Clone::clone)
     }
 
     fn active(&self, ws: &Workspace) -> SessionResult<Option<Stored>> {
@@ -99,7 +100,7 @@ impl Sessions {
                 tracing::warn!("{reference} does not carry this clone's seal: ignored");
                 Err(contract_error(ws, &msg::CHECKPOINT_NOT_OURS, &[("ref", &reference)]))
             }
-            Err(e) => Err(plain("git_error", &e.to_string())),
+            Err(e) => Err(contract_error(ws, &msg::GIT_FAILED, &[("error", &e.to_string())])),
         }
     }
 
@@ -155,8 +156,7 @@ impl Sessions {
         let listed = match branches::stale::list(ws.repo.root()) {
             Ok(b) => b,
             Err(e) => {
-                let code = ws.contract.error_code(&msg::BRANCH_SETUP_FAILED);
-                return Err(plain(&code, &format!("Cannot read the task branches: {e}")));
+                return Err(contract_error(ws, &msg::TASK_BRANCHES_UNREADABLE, &[("error", &e.to_string())]));
             }
         };
         let stale = !listed.is_empty();
@@ -310,13 +310,14 @@ impl Sessions {
     /// answer.
     fn lock(&self, ws: &Workspace) -> SessionResult<code_intel_gitstate::lock::OperationLock> {
         let repo = gix::open(ws.repo.root())
-            .map_err(|e| plain("git_required", &format!("Sessions are stored in git: {e}")))?;
-        let lock = code_intel_gitstate::lock::acquire(&repo).map_err(|e| plain("git_error", &e.to_string()))?;
+            .map_err(|e| contract_error(ws, &msg::GIT_REQUIRED, &[("error", &e.to_string())]))?;
+        let lock = code_intel_gitstate::lock::acquire(&repo)
+            .map_err(|e| contract_error(ws, &msg::GIT_FAILED, &[("error", &e.to_string())]))?;
         let store = self.store()?;
         match code_intel_gitstate::journal::recover(&repo, ws.repo.root(), &session_writer(store)) {
             Ok(Some(report)) => self.note_recovered(report),
             Ok(None) => {}
-            Err(e) => return Err(plain("git_error", &format!("an interrupted operation could not be finished: {e}"))),
+            Err(e) => return Err(contract_error(ws, &msg::RECOVERY_FAILED, &[("error", &e.to_string())])),
         }
         Ok(lock)
     }

@@ -188,6 +188,6 @@ pub(super) fn store_error(ws: &Workspace, e: Error) -> SessionError {
     match e {
         Error::Conflict => contract_error(ws, &msg::CHECKPOINT_CONFLICT, &[]),
         Error::Locked(path) => contract_error(ws, &msg::LOCK_IN_THE_WAY, &[("path", &path)]),
-        e => plain("git_error", &e.to_string()),
+        e => contract_error(ws, &msg::GIT_FAILED, &[("error", &e.to_string())]),
     }
 }

@@ -187,6 +187,11 @@ catalogue! {
     SESSION_ACTIVE = ["session_messages", "session_active"] ("session_id") State;
     CHECKPOINT_CONFLICT = ["session_messages", "checkpoint_conflict"] () Failure;
     LOCK_IN_THE_WAY = ["session_messages", "lock_in_the_way"] ("path") Failure;
+    GIT_REQUIRED = ["session_messages", "git_required"] ("error") Failure;
+    GIT_FAILED = ["session_messages", "git_failed"] ("error") Failure;
+    RECOVERY_FAILED = ["session_messages", "recovery_failed"] ("error") Failure;
+    TASK_BRANCHES_UNREADABLE = ["session_messages", "task_branches_unreadable"] ("error") Failure;
+    STALE_BASE_UNKNOWN = ["session_messages", "stale_base_unknown"] ("branch") Failure;
     REVERT_TO_PLANNING = ["session_messages", "revert_to_planning"] ("reason", "tasks") Note;
     FIX_BEFORE_COMMIT = ["session_messages", "fix_before_commit"] ("fixes") Note;
     NO_VERIFY_COMMANDS = ["session_messages", "no_verify_commands"] () Note;
