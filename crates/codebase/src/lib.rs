@@ -1,5 +1,5 @@
 //! The codebase as the tools see it: the project's [`config`], the repository root and its path
-//! rules ([`repo`]), the gitignore-aware [`walk`], the file [`watch`]er, the languages
+//! rules ([`repo`]), the gitignore-aware [`walk`], the file watcher ([`TreeWatcher`]), the languages
 //! ([`lang`]) and their syntax trees ([`syntax`]), the persistent symbol [`index`] and the
 //! [`derived`]-file format it is written in, the [`garbage`] checks of the pre-commit hook, and
 //! the commands that [`verify`] a change.
@@ -19,7 +19,10 @@ pub mod repo;
 pub mod syntax;
 pub mod verify;
 pub mod walk;
-pub mod watch;
+mod watch;
+
+// The chosen list: what the private modules offer the layers above.
+pub use watch::TreeWatcher;
 
 /// What can fail in this crate besides I/O (which stays `std::io::Error`, with the path in the
 /// message). A path a caller may not use is not an error of the crate but an answer:

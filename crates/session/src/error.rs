@@ -40,9 +40,13 @@ pub enum Error {
     /// An argument is wrong (named), and why.
     #[error("{0}: {1}")]
     Argument(&'static str, String),
-    /// A project file could not be read, parsed or written; the text says which and how.
+    /// A project file could not be read or parsed, or would not parse once edited; the text
+    /// says which and how.
     #[error("{0}")]
     File(String),
+    /// A project file could not be written: the I/O error, which names the file, is the source.
+    #[error("{0}")]
+    Write(#[source] std::io::Error),
     /// A gix operation failed; the cause is the error's source.
     #[error("git: {0}")]
     Git(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),

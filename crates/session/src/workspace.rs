@@ -1,18 +1,18 @@
 //! One repository opened for exploration: its root, config, contract, and the symbol index with
 //! the means to keep it fresh.
 //!
-//! Freshness: a long-running server watches the work tree ([`code_intel_codebase::watch`]) and
+//! Freshness: a long-running server watches the work tree ([`code_intel_codebase::TreeWatcher`]) and
 //! refreshes the index on the next lookup after something changed. A one-shot command, or a
 //! server whose watcher could not start, checks the work tree on every lookup instead.
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use code_intel_codebase::TreeWatcher;
 use code_intel_codebase::config::Config;
 use code_intel_codebase::index::refresh::{self, Lookup, RefreshReport};
 use code_intel_codebase::index::{SymbolIndex, compact, store};
 use code_intel_codebase::repo::Repo;
-use code_intel_codebase::watch::TreeWatcher;
 use code_intel_workflow::contract::{Contract, ContractMessage};
 
 pub struct Workspace {

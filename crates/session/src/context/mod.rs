@@ -333,10 +333,8 @@ pub fn update_context(
             "{CONTEXT_FILE} has a layout this update cannot edit safely; nothing was written"
         )));
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| crate::Error::File(e.to_string()))?;
-    }
-    code_intel_gitstate::write_atomically(&path, updated.as_bytes()).map_err(|e| crate::Error::File(e.to_string()))?;
+    // (The writer creates the directory, and its error names the file.)
+    code_intel_gitstate::write_atomically(&path, updated.as_bytes()).map_err(crate::Error::Write)?;
     Ok(ContextUpdate { path: CONTEXT_FILE.to_owned(), summary: summary.to_owned(), fingerprints })
 }
 
@@ -606,5 +604,20 @@ mod tests {
             .filter(|n| n != "context.yml")
             .collect();
         assert!(left.is_empty(), "{left:?}");
+    }
+
+    /// A context file that cannot be written: the error names it and keeps the I/O error as its
+    /// source, and nothing is left behind.
+    #[test]
+    fn a_context_file_that_cannot_be_written_says_which_and_keeps_the_cause() {
+        let dir = repo();
+        let root = dir.path();
+        // A directory where the writer's temporary file goes.
+        std::fs::create_dir_all(root.join(".code-intel/.context.yml.code-intel-tmp/in-the-way")).unwrap();
+        let r = update_context(root, "DO:\n- keep it short", None, TEMPLATE);
+        let Err(crate::Error::Write(e)) = &r else { panic!("{r:?}") };
+        assert!(e.to_string().contains("context.yml"), "{e}");
+        assert!(std::error::Error::source(e).is_some(), "{e:?}");
+        assert!(!root.join(CONTEXT_FILE).exists());
     }
 }

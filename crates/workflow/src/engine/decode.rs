@@ -11,22 +11,22 @@ use crate::contract::catalogue::{self as msg, Msg};
 
 /// Why a payload was not decoded: a contract message and its variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
+pub(super) struct Violation {
     pub key: Msg,
     pub vars: Vec<(&'static str, String)>,
 }
 
 impl Violation {
-    pub fn new(key: Msg) -> Violation {
+    pub(super) fn new(key: Msg) -> Violation {
         Violation { key, vars: Vec::new() }
     }
-    pub fn with(key: Msg, vars: &[(&'static str, &str)]) -> Violation {
+    pub(super) fn with(key: Msg, vars: &[(&'static str, &str)]) -> Violation {
         Violation { key, vars: vars.iter().map(|(k, v)| (*k, (*v).to_owned())).collect() }
     }
 }
 
 /// The READY substep a payload is for: a plan (`tasks`), a task (`task_id`), or the end.
-pub fn ready_step_of(data: &Map<String, Value>) -> ReadyStep {
+pub(super) fn ready_step_of(data: &Map<String, Value>) -> ReadyStep {
     if data.contains_key("tasks") {
         ReadyStep::Plan
     } else if data.contains_key("task_id") {
@@ -37,17 +37,17 @@ pub fn ready_step_of(data: &Map<String, Value>) -> ReadyStep {
 }
 
 /// The gate fields, each in its own phase only.
-pub const GATE_FIELDS: &[(&str, Phase)] = &[
+pub(super) const GATE_FIELDS: &[(&str, Phase)] = &[
     ("needs_more_information", Phase::Q1),
     ("has_unverified_hypotheses", Phase::Q2),
     ("needs_impact_analysis", Phase::Q3),
 ];
 
 /// The lenient top-level forms of the query-frame slots.
-pub const SLOT_NAMES: &[&str] = &["target_feature", "trigger_condition", "observed_issue", "desired_action"];
+pub(super) const SLOT_NAMES: &[&str] = &["target_feature", "trigger_condition", "observed_issue", "desired_action"];
 
 /// Reads `data` as the payload of `phase` (READY: of the substep its keys ask for).
-pub fn decode(phase: Phase, data: &Value) -> Result<Payload, Violation> {
+pub(super) fn decode(phase: Phase, data: &Value) -> Result<Payload, Violation> {
     let Some(obj) = data.as_object() else {
         return Err(Violation::with(msg::INVALID_DATA, &[("error", "data must be a JSON object")]));
     };
@@ -95,7 +95,7 @@ pub fn decode(phase: Phase, data: &Value) -> Result<Payload, Violation> {
 }
 
 /// The names of a payload type's own fields (its schema's properties), common fields aside.
-pub fn own_fields(key: &str) -> Vec<String> {
+pub(super) fn own_fields(key: &str) -> Vec<String> {
     let mut fields = super::schema::body_fields(key);
     if key == "QUERY_FRAME" {
         fields.extend(SLOT_NAMES.iter().map(|s| (*s).to_owned()));

@@ -7,14 +7,14 @@ use crate::contract::catalogue::{self as msg, Msg};
 
 /// Where a session goes after exploration and the gates, or where a finished session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
+pub(super) enum Next {
     Phase(Phase, Option<ReadyStep>),
     /// The session ends, with this message.
     Complete(Msg),
 }
 
 /// Investigation sessions end after exploration: INVESTIGATE/QUESTION intents, or `only_explore`.
-pub fn investigates(intent: Intent, flags: &Flags) -> bool {
+pub(super) fn investigates(intent: Intent, flags: &Flags) -> bool {
     !intent.implements() || flags.only_explore
 }
 
@@ -25,7 +25,7 @@ fn skips_exploration(intent: Intent, flags: &Flags) -> bool {
 }
 
 /// The first phase after `start_session`.
-pub fn first(intent: Intent, flags: &Flags, stale_branches: bool) -> Phase {
+pub(super) fn first(intent: Intent, flags: &Flags, stale_branches: bool) -> Phase {
     if flags.only_verify && intent.implements() {
         Phase::PostImplVerify
     } else if stale_branches {
@@ -35,11 +35,11 @@ pub fn first(intent: Intent, flags: &Flags, stale_branches: bool) -> Phase {
     }
 }
 
-pub fn after_branch_intervention(flags: &Flags) -> Phase {
+pub(super) fn after_branch_intervention(flags: &Flags) -> Phase {
     if flags.no_doc_research { Phase::QueryFrame } else { Phase::DocumentResearch }
 }
 
-pub fn after_query_frame(intent: Intent, flags: &Flags) -> Next {
+pub(super) fn after_query_frame(intent: Intent, flags: &Flags) -> Next {
     if skips_exploration(intent, flags) {
         Next::Phase(Phase::Ready, Some(ReadyStep::Plan))
     } else {
@@ -48,7 +48,7 @@ pub fn after_query_frame(intent: Intent, flags: &Flags) -> Next {
 }
 
 /// After a gate: its phase when the agent says it is needed or the gate level is full.
-pub fn after_gate(gate: Phase, answer: bool, flags: &Flags, intent: Intent, semantic_available: bool) -> Next {
+pub(super) fn after_gate(gate: Phase, answer: bool, flags: &Flags, intent: Intent, semantic_available: bool) -> Next {
     let run = answer || flags.gate_level == GateLevel::Full;
     match gate {
         Phase::Q1 if run && semantic_available => Next::Phase(Phase::Semantic, None),
@@ -61,7 +61,7 @@ pub fn after_gate(gate: Phase, answer: bool, flags: &Flags, intent: Intent, sema
 }
 
 /// After the last exploration phase (`from`: Q3, or IMPACT_ANALYSIS).
-pub fn end_of_exploration(intent: Intent, flags: &Flags, from: Phase) -> Next {
+pub(super) fn end_of_exploration(intent: Intent, flags: &Flags, from: Phase) -> Next {
     if investigates(intent, flags) && from == Phase::ImpactAnalysis {
         Next::Complete(msg::INVESTIGATION_COMPLETE_AFTER_IMPACT)
     } else if investigates(intent, flags) {
@@ -72,7 +72,7 @@ pub fn end_of_exploration(intent: Intent, flags: &Flags, from: Phase) -> Next {
 }
 
 /// After READY completion (step 14).
-pub fn after_ready(flags: &Flags) -> Next {
+pub(super) fn after_ready(flags: &Flags) -> Next {
     match (flags.no_verify, flags.quick) {
         (true, true) => Next::Complete(msg::SESSION_COMPLETE_NO_VERIFY_QUICK),
         (true, false) => Next::Phase(Phase::PreCommit, None),
@@ -81,7 +81,7 @@ pub fn after_ready(flags: &Flags) -> Next {
 }
 
 /// After a passed verification.
-pub fn after_verify_passed(flags: &Flags) -> Next {
+pub(super) fn after_verify_passed(flags: &Flags) -> Next {
     if flags.quick || flags.only_verify {
         Next::Complete(msg::SESSION_COMPLETE_QUICK)
     } else {
@@ -90,27 +90,27 @@ pub fn after_verify_passed(flags: &Flags) -> Next {
 }
 
 /// Whether failed verifications go to VERIFY_INTERVENTION once a task has failed 3 times.
-pub fn intervention_enabled(flags: &Flags) -> bool {
+pub(super) fn intervention_enabled(flags: &Flags) -> bool {
     !(flags.no_intervention || flags.quick || flags.no_verify)
 }
 
 /// After PRE_COMMIT: QUALITY_REVIEW unless `no_quality` or `fast`.
-pub fn after_pre_commit(flags: &Flags) -> Phase {
+pub(super) fn after_pre_commit(flags: &Flags) -> Phase {
     if flags.no_quality || flags.fast { Phase::Merge } else { Phase::QualityReview }
 }
 
 /// Whether the flow works on a task branch: every implementation flow except `quick`. (After
 /// BRANCH_INTERVENTION `continue` the branch HEAD was on is adopted; when HEAD was on none, the
 /// session makes its own, as a fresh one would.)
-pub fn uses_task_branch(flags: &Flags) -> bool {
+pub(super) fn uses_task_branch(flags: &Flags) -> bool {
     !flags.quick
 }
 
 /// Failures before VERIFY_INTERVENTION, interventions before user escalation, quality reverts
 /// before forced completion.
-pub const FAILURES_BEFORE_INTERVENTION: u32 = 3;
-pub const INTERVENTIONS_BEFORE_ESCALATION: u32 = 2;
-pub const QUALITY_REVERTS_BEFORE_FORCED_COMPLETION: u32 = 3;
+pub(super) const FAILURES_BEFORE_INTERVENTION: u32 = 3;
+pub(super) const INTERVENTIONS_BEFORE_ESCALATION: u32 = 2;
+pub(super) const QUALITY_REVERTS_BEFORE_FORCED_COMPLETION: u32 = 3;
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@
 //!
 //! - [`phase`]: phases, steps 1–19, READY's substeps, contract keys.
 //! - [`state`]: the session state and its checkpoint form.
-//! - [`flow`]: the phase matrix (intent × flags).
+//! - `flow`: the phase matrix (intent × flags).
 //! - [`payload`]: each phase's payload as a type, and the decoding of a submitted one.
 //! - [`schema`]: `expected_payload_schema` and `expected_payload`, made from those types.
 //! - [`submit`]: `start_session` and `submit_phase`, with READY's plan and completions (`submit/tasks.rs`).
@@ -16,9 +16,9 @@
 //! - [`registry`]: the tools this server serves and what each does.
 
 pub mod cap;
-pub mod decode;
+mod decode;
 pub mod evidence;
-pub mod flow;
+mod flow;
 pub mod payload;
 pub mod phase;
 pub mod registry;

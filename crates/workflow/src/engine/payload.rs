@@ -9,9 +9,9 @@
 //! The types accept a few lenient forms the schema does not advertise (a slot as a plain
 //! string, slots at the top level, `action` for `decision`, a number for a task id or a quality
 //! score, `"true"` for `true`). Required fields are `Option` here so that a missing field gets
-//! the contract's own message from [`super::decode`] or the engine, not a serde error.
+//! the contract's own message from `decode` or the engine, not a serde error.
 //!
-//! [`super::decode`] is the only way in: it picks the type from the session's phase, recognizes
+//! `decode` (via [`super::submit::decode_payload`]) is the only way in: it picks the type from the session's phase, recognizes
 //! a payload meant for another phase, and maps a type error to a contract message.
 
 use schemars::JsonSchema;
