@@ -251,7 +251,9 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             Ok(Some(report)) => eprintln!("git-code-intel: {report}"),
             Ok(None) => {}
             // Outside git there are no sessions to recover: the command says so itself, once.
-            Err(e) if e.code_and_message().0 == "git_required" => {}
+            Err(e)
+                if e.code_and_message().0
+                    == ws.contract.error_code(&code_intel_workflow::contract::catalogue::GIT_REQUIRED) => {}
             // The command goes on (status still shows what it can); the error says what to do.
             Err(e) => eprintln!("git-code-intel: {}", e.code_and_message().1),
         }

@@ -239,16 +239,16 @@ pub fn recover(repo: &gix::Repository, root: &Path, record: RecordWriter) -> Res
 /// of `<journal>.unreadable.1.json` … `.9.json` that is free, so a second one never replaces the
 /// first. (With all ten kept, the tenth is replaced.)
 pub(crate) fn aside_name(path: &Path) -> std::path::PathBuf {
-    let mut names = std::iter::once(path.with_extension("unreadable.json"))
+    let names = std::iter::once(path.with_extension("unreadable.json"))
         .chain((1..KEPT_UNREADABLE).map(|n| path.with_extension(format!("unreadable.{n}.json"))));
-    let mut last = path.with_extension("unreadable.json");
-    for name in names.by_ref() {
+    let mut last = None;
+    for name in names {
         if name.symlink_metadata().is_err() {
             return name;
         }
-        last = name;
+        last = Some(name);
     }
-    last
+    last.unwrap_or_else(|| path.with_extension("unreadable.json"))
 }
 
 /// How many unreadable journals are kept aside at most.

@@ -34,6 +34,8 @@ use code_intel_gitstate::refs::{apply, expecting, update};
 use code_intel_gitstate::shared::{self, Unmerged};
 use code_intel_gitstate::untrusted;
 
+use crate::error::gix as git;
+
 pub const MAP_REF: &str = shared::MAP.local;
 /// This clone's last Map commit. Outside `refs/code-intel/*`, so no refspec shares or replaces
 /// it: it tells whether a fetch of `refs/code-intel/*` (the refspec versions before staged
@@ -203,8 +205,6 @@ fn check_path(path: &str) -> Result<(), String> {
     }
     Ok(())
 }
-
-use crate::error::gix as git;
 
 /// Where an entry came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -46,11 +46,8 @@ pub const HISTORY_SEAL: &str = "session history record";
 /// A failed ref edit as the session store reports it: another process moved the ref, a lock was
 /// in the way, or git could not write it (with git's words: not a conflict to retry).
 fn conflict_unless_locked(e: code_intel_gitstate::Error) -> Error {
-    match e {
-        code_intel_gitstate::Error::Locked(lock) => Error::Locked(lock),
-        code_intel_gitstate::Error::Conflict => Error::Conflict,
-        other => Error::GitState(other),
-    }
+    // The crate's one conversion says exactly this.
+    Error::from(e)
 }
 
 /// The active session as stored: the checkpoint and the commit holding it.
