@@ -17,6 +17,8 @@ command -v man >/dev/null 2>&1 || need_apt+=(man-db)
 # The tests drive the server with a second, independent MCP client: the official Inspector CLI,
 # fetched by npx from the npm registry.
 command -v npx >/dev/null 2>&1 || need_apt+=(nodejs npm)
+# The report test renders `git code-intel report --html` in headless Chromium, Debian's package.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # Reference tools for the benchmark (scripts/bench.sh): ripgrep and universal-ctags.
 if [ "${CODE_INTEL_BENCH_TOOLS:-1}" = 1 ]; then
   command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)

@@ -49,6 +49,20 @@ pub enum Command {
     Status,
     /// In PRE_COMMIT: every change of the session's task branch since its base, with diffs.
     ReviewChanges,
+    /// Show a session to the person reviewing its change: Markdown, `--json`, or `--html FILE`
+    ///
+    /// The request and its QueryFrame, what was explored with which tools, the hypotheses, the
+    /// impact, each task's evidence quoted from the commit, verification, the review decisions,
+    /// the commit and merge, counters and where the time went. Markdown on stdout; `--json` the
+    /// same data, versioned; `--html FILE` one self-contained page. docs/REPORT.md.
+    Report {
+        /// A session id, or a commit whose git-code-intel note names one (default: the last
+        /// finished session).
+        target: Option<String>,
+        /// Also write the report as one self-contained HTML page to this file.
+        #[arg(long, value_name = "FILE")]
+        html: Option<std::path::PathBuf>,
+    },
     /// Remove this work tree's session checkpoints (refs/worktree/code-intel/) and reset the
     /// session state, and delete stale llm_task_* branches that hold no unmerged commits (never
     /// one in use in a work tree: checked out, being rebased or bisected, or another work tree's
@@ -272,14 +286,15 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             i32::from(!issues.is_empty())
         }
         Command::Clean { confirm } => {
-            let removed =
-                match code_intel_session::session::store::SessionStore::open(ws.repo.root()).and_then(|s| s.clean()) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return 1;
-                    }
-                };
+            let removed = match code_intel_session::session::store::SessionStore::open(ws.repo.root())
+                .and_then(|s| s.clean(&code_intel_session::session::cleaned_ending))
+            {
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 1;
+                }
+            };
             let branches =
                 code_intel_session::session::Sessions::open(ws).cleanup_stale_branches(ws, "delete", confirm);
             // The sessions are gone either way; a branch cleanup that failed is reported and
@@ -319,6 +334,7 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             }
             i32::from(failed)
         }
+        Command::Report { target, html } => report(ws, target.as_deref(), html.as_deref(), json),
         Command::Init { force, share } => match crate::init::init(ws.repo.root(), force, share) {
             Ok(report) => {
                 if share {
@@ -663,6 +679,42 @@ fn index(ws: &Workspace, rebuild: bool, symbols_only: bool, json: bool) -> i32 {
 }
 
 /// `git code-intel status`: the session as get_session_status sees it, for people or as JSON.
+/// `report`: Markdown (or with `--json` the report's data) on stdout, and with `--html` the page
+/// written to a file.
+fn report(ws: &Workspace, target: Option<&str>, html: Option<&std::path::Path>, json: bool) -> i32 {
+    use code_intel_session::report;
+    let made = match report::load(ws.repo.root(), target) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return match e {
+                report::Error::NotFound(_) => 2,
+                _ => 1,
+            };
+        }
+    };
+    if let Some(path) = html
+        && let Err(e) = code_intel_gitstate::write_atomically(path, report::html(&made).as_bytes())
+    {
+        eprintln!("error: {e}");
+        return 1;
+    }
+    if json {
+        match serde_json::to_string_pretty(&made) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        }
+    } else if html.is_none() {
+        print!("{}", report::markdown(&made));
+    } else if let Some(path) = html {
+        println!("wrote {}", path.display());
+    }
+    0
+}
+
 fn status(ws: &Workspace, json: bool) -> i32 {
     let sessions = code_intel_session::session::Sessions::open(ws);
     let value = match sessions.status(ws, None, false) {

@@ -94,20 +94,28 @@ impl CodeIntelServer {
     /// CPU-bound) and records the call, with the files it returned, for the active session.
     /// (The rmcp macros derive the outputSchema only from a literal `Result<Json<T>, E>` return
     /// type, so the tool methods below spell it out.)
-    async fn run<T: Send + serde::Serialize + Reveals + 'static>(
+    async fn run<P: serde::Serialize + Send + 'static, T: Send + serde::Serialize + Reveals + 'static>(
         &self,
         name: &'static str,
-        f: impl FnOnce(&Workspace) -> ToolResult<T> + Send + 'static,
+        params: P,
+        f: impl FnOnce(&Workspace, P) -> ToolResult<T> + Send + 'static,
     ) -> Result<Json<T>, Refusal> {
         let ws = Arc::clone(&self.ws);
         let sessions = Arc::clone(&self.sessions);
         let task = move || {
-            let result = f(&ws);
+            let mut call = served_call(name, &params);
+            let started = std::time::Instant::now();
+            let result = f(&ws, params);
+            call.ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            if let Err(e) = &result {
+                call.error = Some(e.error.clone());
+                call.detail = Some(cut(&e.message));
+            }
             let revealed = match &result {
                 Ok(output) if registry::reveals_content(name) => output.revealed_files(),
                 _ => Vec::new(),
             };
-            sessions.record_tool(&ws, name, revealed);
+            sessions.record_tool(&ws, name, revealed, Some(call));
             match result {
                 Ok(output) => within_limit(&ws, name, &output).map(|()| output),
                 Err(error) => Err(within_limit(&ws, name, &error).err().unwrap_or(error)),
@@ -125,13 +133,27 @@ impl CodeIntelServer {
     async fn run_session<T: serde::Serialize + Send + 'static>(
         &self,
         name: &'static str,
+        args: serde_json::Value,
         f: impl FnOnce(&Workspace, &Sessions) -> SessionResult<T> + Send + 'static,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let ws = Arc::clone(&self.ws);
         let sessions = Arc::clone(&self.sessions);
         let task = move || {
-            sessions.record_tool(&ws, name, Vec::new());
+            sessions.record_tool(&ws, name, Vec::new(), None);
+            let mut call = served_call(name, &args);
+            let started = std::time::Instant::now();
             let answer = f(&ws, &sessions);
+            call.ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            if let Err(e) = &answer {
+                let (code, message) = e.code_and_message();
+                call.error = Some(code.to_owned());
+                call.detail = Some(cut(message));
+            }
+            // An accepted submission is its trail step, and a new session has no step yet; every
+            // other call (a refused submission too) is kept with the step it was made in.
+            if !(matches!(name, "submit_phase" | "start_session") && call.error.is_none()) {
+                sessions.record_tool(&ws, name, Vec::new(), Some(call));
+            }
             let size = match &answer {
                 Ok(value) => serde_json::to_vec(value).map_or(0, |v| v.len()),
                 Err(error) => serde_json::to_vec(error).map_or(0, |v| v.len()),
@@ -151,6 +173,29 @@ impl CodeIntelServer {
             Err(e) => Err(rmcp::ErrorData::internal_error(format!("session task failed: {e}"), None)),
         }
     }
+}
+
+/// A call as the session's trail keeps it: the tool, when, and its arguments cut short.
+fn served_call(tool: &str, params: &impl serde::Serialize) -> code_intel_workflow::engine::state::ServedCall {
+    code_intel_workflow::engine::state::ServedCall {
+        tool: tool.to_owned(),
+        args: cut(&serde_json::to_string(params).unwrap_or_default()),
+        at: code_intel_session::session::now(),
+        ..Default::default()
+    }
+}
+
+/// Text a trail keeps, cut at 300 bytes.
+fn cut(text: &str) -> String {
+    const MAX: usize = 300;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// The contract's `response_too_large` error, when `answer` is over the limit on one answer:
@@ -251,7 +296,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<SearchTextParams>,
     ) -> Result<Json<SearchTextOutput>, Refusal> {
-        self.run("search_text", move |ws| tools::search_text::search_text(ws, p)).await
+        self.run("search_text", p, tools::search_text::search_text).await
     }
 
     #[tool(
@@ -262,7 +307,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<SearchFilesParams>,
     ) -> Result<Json<SearchFilesOutput>, Refusal> {
-        self.run("search_files", move |ws| tools::search_files::search_files(ws, p)).await
+        self.run("search_files", p, tools::search_files::search_files).await
     }
 
     #[tool(
@@ -273,7 +318,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<FindDefinitionsParams>,
     ) -> Result<Json<FindDefinitionsOutput>, Refusal> {
-        self.run("find_definitions", move |ws| tools::definitions::find_definitions(ws, p)).await
+        self.run("find_definitions", p, tools::definitions::find_definitions).await
     }
 
     #[tool(
@@ -284,7 +329,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<FindReferencesParams>,
     ) -> Result<Json<FindReferencesOutput>, Refusal> {
-        self.run("find_references", move |ws| tools::references::find_references(ws, p)).await
+        self.run("find_references", p, tools::references::find_references).await
     }
 
     #[tool(
@@ -295,7 +340,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<GetSymbolsParams>,
     ) -> Result<Json<GetSymbolsOutput>, Refusal> {
-        self.run("get_symbols", move |ws| tools::symbols::get_symbols(ws, p)).await
+        self.run("get_symbols", p, tools::symbols::get_symbols).await
     }
 
     #[tool(
@@ -306,7 +351,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<AnalyzeStructureParams>,
     ) -> Result<Json<AnalyzeStructureOutput>, Refusal> {
-        self.run("analyze_structure", move |ws| tools::structure::analyze_structure(ws, p)).await
+        self.run("analyze_structure", p, tools::structure::analyze_structure).await
     }
 
     #[tool(
@@ -317,7 +362,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<GetFunctionAtLineParams>,
     ) -> Result<Json<GetFunctionAtLineOutput>, Refusal> {
-        self.run("get_function_at_line", move |ws| tools::function_at_line::get_function_at_line(ws, p)).await
+        self.run("get_function_at_line", p, tools::function_at_line::get_function_at_line).await
     }
 
     #[tool(
@@ -328,7 +373,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<AnalyzeImpactParams>,
     ) -> Result<Json<AnalyzeImpactOutput>, Refusal> {
-        self.run("analyze_impact", move |ws| tools::impact::analyze_impact(ws, p)).await
+        self.run("analyze_impact", p, tools::impact::analyze_impact).await
     }
 
     #[tool(
@@ -336,7 +381,7 @@ impl CodeIntelServer {
         description = "Use for an open question when you do not know which tool fits: it plans calls to the other tools from the question, symbol and file_path, runs them, and returns the plan with the results."
     )]
     async fn query(&self, Parameters(p): Parameters<QueryParams>) -> Result<Json<QueryOutput>, Refusal> {
-        self.run("query", move |ws| tools::query::query(ws, p)).await
+        self.run("query", p, tools::query::query).await
     }
 
     #[tool(
@@ -347,7 +392,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<SemanticSearchParams>,
     ) -> Result<Json<SemanticSearchOutput>, Refusal> {
-        self.run("semantic_search", move |ws| tools::semantic::semantic_search(ws, p)).await
+        self.run("semantic_search", p, tools::semantic::semantic_search).await
     }
 
     #[tool(
@@ -358,7 +403,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<FetchChunkDetailParams>,
     ) -> Result<Json<ChunkDetail>, Refusal> {
-        self.run("fetch_chunk_detail", move |ws| tools::semantic::fetch_chunk_detail(ws, p)).await
+        self.run("fetch_chunk_detail", p, tools::semantic::fetch_chunk_detail).await
     }
 
     #[tool(
@@ -366,7 +411,7 @@ impl CodeIntelServer {
         description = "Use when semantic_search says its index is partial or stale: brings the Forest (the semantic index) up to date now, embedding only changed files. force rebuilds it (cached embeddings are reused)."
     )]
     async fn sync_index(&self, Parameters(p): Parameters<SyncIndexParams>) -> Result<Json<SyncReport>, Refusal> {
-        self.run("sync_index", move |ws| tools::semantic::sync_index(ws, p)).await
+        self.run("sync_index", p, tools::semantic::sync_index).await
     }
 
     #[tool(
@@ -377,7 +422,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<RecordOutcomeParams>,
     ) -> Result<Json<RecordOutcomeOutput>, Refusal> {
-        self.run("record_outcome", move |ws| tools::semantic::record_outcome(ws, p)).await
+        self.run("record_outcome", p, tools::semantic::record_outcome).await
     }
 
     #[tool(
@@ -388,7 +433,7 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<UpdateContextParams>,
     ) -> Result<Json<UpdateContextOutput>, Refusal> {
-        self.run("update_context", move |ws| tools::context::update_context(ws, p)).await
+        self.run("update_context", p, tools::context::update_context).await
     }
 
     #[tool(
@@ -416,7 +461,7 @@ impl CodeIntelServer {
                 only_verify: p.only_verify.unwrap_or(false),
             },
         };
-        self.run_session("start_session", move |ws, s| s.start(ws, req)).await
+        self.run_session("start_session", serde_json::json!({}), move |ws, s| s.start(ws, req)).await
     }
 
     #[tool(
@@ -427,7 +472,9 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<SubmitPhaseParams>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        self.run_session("submit_phase", move |ws, s| s.submit(ws, p.data)).await
+        // A refused payload is kept in the trail (cut short), so the report shows what was refused.
+        let payload = p.data.clone();
+        self.run_session("submit_phase", payload, move |ws, s| s.submit(ws, p.data)).await
     }
 
     #[tool(
@@ -439,7 +486,10 @@ impl CodeIntelServer {
         Parameters(p): Parameters<GetSessionStatusParams>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let discard = p.discard_active.unwrap_or(false);
-        self.run_session("get_session_status", move |ws, s| s.status(ws, p.repo_path.as_deref(), discard)).await
+        self.run_session("get_session_status", serde_json::json!({"discard_active": discard}), move |ws, s| {
+            s.status(ws, p.repo_path.as_deref(), discard)
+        })
+        .await
     }
 
     #[tool(
@@ -451,7 +501,9 @@ impl CodeIntelServer {
         Parameters(p): Parameters<CheckWriteTargetParams>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let allow_new = p.allow_new_files.unwrap_or(true);
-        self.run_session("check_write_target", move |ws, s| s.check_write_target(ws, &p.file_path, allow_new)).await
+        let args = serde_json::json!({"file_path": p.file_path, "allow_new_files": allow_new});
+        self.run_session("check_write_target", args, move |ws, s| s.check_write_target(ws, &p.file_path, allow_new))
+            .await
     }
 
     #[tool(
@@ -459,7 +511,7 @@ impl CodeIntelServer {
         description = "Use in PRE_COMMIT to review what will be committed: every change since the task branch's base (committed, staged, unstaged, untracked), with change type, line stats and a unified diff."
     )]
     async fn review_changes(&self) -> Result<CallToolResult, rmcp::ErrorData> {
-        self.run_session("review_changes", |ws, s| s.review_changes(ws)).await
+        self.run_session("review_changes", serde_json::json!({}), |ws, s| s.review_changes(ws)).await
     }
 
     #[tool(
@@ -472,7 +524,9 @@ impl CodeIntelServer {
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let action = p.action.unwrap_or_else(|| "delete".into());
         let confirm = p.confirm.unwrap_or(false);
-        self.run_session("cleanup_stale_branches", move |ws, s| s.cleanup_stale_branches(ws, &action, confirm)).await
+        let args = serde_json::json!({"action": action, "confirm": confirm});
+        self.run_session("cleanup_stale_branches", args, move |ws, s| s.cleanup_stale_branches(ws, &action, confirm))
+            .await
     }
 
     #[tool(
@@ -483,7 +537,8 @@ impl CodeIntelServer {
         &self,
         Parameters(p): Parameters<AddExploredFilesParams>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        self.run_session("add_explored_files", move |ws, s| s.add_explored_files(ws, &p.files)).await
+        let args = serde_json::json!({"files": p.files});
+        self.run_session("add_explored_files", args, move |ws, s| s.add_explored_files(ws, &p.files)).await
     }
 }
 

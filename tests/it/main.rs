@@ -22,6 +22,7 @@ mod mcp_e2e;
 mod mcp_workflow;
 mod payload_schema;
 mod precommit;
+mod report;
 mod retrieval_quality;
 mod schema_agent;
 mod semantic;

@@ -284,7 +284,10 @@ fn random_payloads_through_the_session_adapter_move_no_ref() {
                 assert_eq!(refs(), before, "round {round}: a refused payload moved a ref: {payload}");
             } else {
                 // Accepted by chance: go back to a known phase by starting over.
-                code_intel_session::session::store::SessionStore::open(root).unwrap().clean().unwrap();
+                code_intel_session::session::store::SessionStore::open(root)
+                    .unwrap()
+                    .clean(&code_intel_session::session::cleaned_ending)
+                    .unwrap();
                 let start = StartRequest { intent: "IMPLEMENT".into(), query: QUERY.into(), ..StartRequest::default() };
                 assert!(sessions.start(&ws, start).is_ok(), "start_session again");
                 for earlier in &valid[..round] {

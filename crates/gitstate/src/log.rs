@@ -71,11 +71,30 @@ pub fn append_as(
 
 /// The tree of one record: `file`, and `seal` when given.
 pub fn record_tree(repo: &gix::Repository, file: &str, blob: ObjectId, seal: Option<&str>) -> Result<ObjectId, Error> {
+    record_tree_with(repo, file, blob, seal, &[])
+}
+
+/// [`record_tree`] with more files beside the record (`others`: name and blob), which the
+/// record's seal does not cover: a record that must vouch for one names its blob id.
+pub fn record_tree_with(
+    repo: &gix::Repository,
+    file: &str,
+    blob: ObjectId,
+    seal: Option<&str>,
+    others: &[(&str, ObjectId)],
+) -> Result<ObjectId, Error> {
     let mut entries = vec![gix::objs::tree::Entry {
         mode: gix::objs::tree::EntryKind::Blob.into(),
         filename: file.into(),
         oid: blob,
     }];
+    for (name, oid) in others {
+        entries.push(gix::objs::tree::Entry {
+            mode: gix::objs::tree::EntryKind::Blob.into(),
+            filename: (*name).into(),
+            oid: *oid,
+        });
+    }
     if let Some(seal) = seal {
         let seal_blob = repo.write_blob(seal.as_bytes()).map_err(git)?.detach();
         entries.push(gix::objs::tree::Entry {
@@ -205,6 +224,18 @@ fn read_record(repo: &gix::Repository, id: ObjectId, tree: ObjectId, file: &str)
 pub fn record_at(repo: &gix::Repository, commit: ObjectId, file: &str) -> Result<Option<LogRecord>, String> {
     let info = untrusted::commit(repo, commit).map_err(|e| e.to_string())?;
     read_record(repo, commit, info.tree, file)
+}
+
+/// The bytes of `file` in commit `commit`'s tree, checked as another clone's objects are: None
+/// when the tree has no such file; an error when it is not a file or is over `limit` bytes.
+pub fn file_at(repo: &gix::Repository, commit: ObjectId, file: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
+    let info = untrusted::commit(repo, commit).map_err(|e| e.to_string())?;
+    let entries = untrusted::tree(repo, info.tree, MAX_RECORD_TREE_BYTES).map_err(|e| e.to_string())?;
+    let Some(entry) = entries.iter().find(|e| e.name == file) else { return Ok(None) };
+    if !entry.is_blob() {
+        return Err(format!("{file} is not a file"));
+    }
+    untrusted::blob(repo, entry.oid, limit).map(Some).map_err(|e| e.to_string())
 }
 
 /// The newest `limit` records of the log as JSON values, nearest the tip first.

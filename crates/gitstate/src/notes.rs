@@ -36,6 +36,18 @@ pub fn add_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<
     Err(crate::Error::Invalid("the notes ref kept changing".into()))
 }
 
+/// The note `refs/notes/code-intel` holds on `commit`, read as a note from another clone is (it
+/// may have come with a fetch): None when there is none, or it is not a readable note.
+pub fn note_on(repo: &gix::Repository, commit: ObjectId) -> Result<Option<String>, crate::Error> {
+    let Some(tip) = ref_id(repo, NOTES_REF).map_err(crate::git)? else { return Ok(None) };
+    let (mut skipped, mut complete) = (Vec::new(), true);
+    let notes = notes_of(repo, tip, &mut skipped, &mut complete).map_err(|e| crate::Error::Invalid(e.to_string()))?;
+    let Some(blob) = notes.get(&commit.to_string()) else { return Ok(None) };
+    let bytes =
+        crate::untrusted::blob(repo, *blob, MAX_NOTE_BYTES).map_err(|e| crate::Error::Invalid(e.to_string()))?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
 /// A notes tree larger than this is not merged (about 120,000 notes).
 const MAX_NOTES_TREE_BYTES: u64 = 8 << 20;
 /// A note larger than this is left out of a merge.

@@ -16,6 +16,7 @@ pub mod branches;
 pub mod context;
 mod error;
 pub mod patch;
+pub mod report;
 pub mod session;
 pub mod share;
 pub mod shell_guard;

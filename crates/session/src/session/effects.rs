@@ -7,7 +7,7 @@ use super::Sessions;
 use super::replies::{
     CleanupReply, ErrorBody, KeptBranch, ReviewReply, SessionError, SessionResult, contract_error, invalid, plain,
 };
-use super::store::SessionStore;
+use super::store::{Ending, SessionStore};
 use crate::branches;
 use crate::workspace::Workspace;
 use code_intel_gitstate::journal::WriterError;
@@ -160,7 +160,7 @@ impl Sessions {
                 let refused: std::cell::RefCell<Option<branches::gate::GateRefusal>> = std::cell::RefCell::new(None);
                 let result = {
                     operate(
-                        &mut |repo, _| {
+                        &mut |repo, step| {
                             let planned = branches::commit::plan_commit(
                                 repo,
                                 root,
@@ -172,7 +172,10 @@ impl Sessions {
                                 gated.then_some(&gate),
                             );
                             match planned {
-                                Ok((_, journal)) => Ok(journal),
+                                Ok((tip, journal)) => {
+                                    note_commit(step, tip);
+                                    Ok(journal)
+                                }
                                 Err(crate::Error::Gate(g)) => {
                                     *refused.borrow_mut() = Some(g.clone());
                                     Err(crate::Error::Gate(g))
@@ -206,9 +209,12 @@ impl Sessions {
                 }
                 let note = session_note(&step.checkpoint);
                 operate(
-                    &mut |repo, _| {
+                    &mut |repo, step| {
                         let planned = branches::merge::plan_merge(repo, root, &task, &base, &note, &[]);
-                        planned.map(|(_, journal)| journal)
+                        planned.map(|(merged, journal)| {
+                            note_commit(step, merged.commit);
+                            journal
+                        })
                     },
                     &mut step,
                 )
@@ -398,8 +404,9 @@ pub(super) fn session_writer(store: &SessionStore) -> impl Fn(&serde_json::Value
     move |value| {
         let step: SessionStep = serde_json::from_value(value.clone())?;
         let previous = gix::ObjectId::from_hex(step.previous.as_bytes())?;
-        let record = step.finish.then(|| history_record(&step.checkpoint, previous));
-        Ok(store.advance(previous, &step.checkpoint, record.as_ref(), &step.message)?)
+        let ending = step.finish.then(|| (history_record(&step.checkpoint, previous), report_record(&step.checkpoint)));
+        let ending = ending.as_ref().map(|(record, report)| Ending { record, report });
+        Ok(store.advance(previous, &step.checkpoint, ending, &step.message)?)
     }
 }
 
@@ -420,7 +427,26 @@ pub(super) fn history_record(checkpoint: &Checkpoint, last_checkpoint: gix::Obje
         "learned": state.learned,
         "evidence": code_intel_semantic::evidence_of(state),
         "last_checkpoint": last_checkpoint.to_string(),
+        "ended": "completed",
     })
+}
+
+/// What the history keeps for a finished session's report ([`super::trail::kept`]).
+pub(super) fn report_record(checkpoint: &Checkpoint) -> serde_json::Value {
+    let ended_at = checkpoint.trail.last().map_or_else(super::now, |s| s.submitted_at.clone());
+    super::trail::kept(checkpoint, super::trail::Ended::Completed, &ended_at)
+}
+
+/// What `clean` appends to the history for a session it removes: the record (saying it was
+/// cleaned, at which phase) and its report data.
+pub fn cleaned_ending(
+    checkpoint: &Checkpoint,
+    last_checkpoint: gix::ObjectId,
+) -> (serde_json::Value, serde_json::Value) {
+    let mut record = history_record(checkpoint, last_checkpoint);
+    record["ended"] = "cleaned".into();
+    record["ended_phase"] = checkpoint.orchestrator_state.phase().name().into();
+    (record, super::trail::kept(checkpoint, super::trail::Ended::Cleaned, &super::now()))
 }
 
 /// The files the session's task changed (for PRE_COMMIT's review check); None when the session
@@ -428,6 +454,13 @@ pub(super) fn history_record(checkpoint: &Checkpoint, last_checkpoint: gix::Obje
 pub(super) fn task_changes(ws: &Workspace, st: &SessionState) -> Option<Vec<String>> {
     let base = gix::ObjectId::from_hex(st.base_commit.as_deref()?.as_bytes()).ok()?;
     branches::review::task_changes(ws.repo.root(), base, &user_changes_of(st)).ok()
+}
+
+/// Records in the trail the commit the step's git work made.
+fn note_commit(step: &mut SessionStep, commit: gix::ObjectId) {
+    if let Some(last) = step.checkpoint.trail.last_mut() {
+        last.commit = Some(commit.to_string());
+    }
 }
 
 /// Records a task branch (created or adopted) in the session.
@@ -457,6 +490,7 @@ fn session_note(cp: &Checkpoint) -> String {
             "checklist": t.checklist})).collect::<Vec<_>>(),
         "outcome": if st.forced_completion { "merged with unresolved quality issues" } else { "merged" },
         "phase_summaries": cp.summaries(),
+        "report": format!("git code-intel report {}", st.session_id),
     });
     serde_json::to_string_pretty(&note).unwrap_or_default()
 }

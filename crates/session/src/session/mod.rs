@@ -19,7 +19,7 @@ use crate::workspace::Workspace;
 use code_intel_workflow::contract::catalogue::{self as msg};
 use code_intel_workflow::engine::phase::{self, Phase, ReadyStep};
 use code_intel_workflow::engine::response::{self};
-use code_intel_workflow::engine::state::{Checkpoint, Flags, GateLevel, Intent, SessionState};
+use code_intel_workflow::engine::state::{Checkpoint, Flags, GateLevel, Intent, ServedCall, SessionState, TrailStep};
 use code_intel_workflow::engine::submit::{self, Effect, Facts, StartParams};
 use code_intel_workflow::engine::{self as engine_api, WriteAllowed};
 
@@ -28,8 +28,12 @@ mod facts;
 pub mod lessons;
 mod replies;
 pub mod store;
+pub mod trail;
 
-use effects::{EffectFailure, SessionStep, history_record, new_session_id, session_writer, task_changes};
+pub use effects::cleaned_ending;
+use effects::{
+    EffectFailure, SessionStep, history_record, new_session_id, report_record, session_writer, task_changes,
+};
 use facts::{
     add_cited_files, check_repo_path, document_facts, documents_for, evidence_facts, far_symbols, past_failures_for,
     resolve_target,
@@ -43,13 +47,16 @@ use replies::{contract_error, invalid, plain, store_error};
 /// What a [`ToolRecord`] belongs to: the phase, and in READY's implementation the task at hand,
 /// so a `check_write_target` called for one task never counts for the next (the engine clears
 /// the tools it holds per task; this record must follow it).
-fn record_key(st: &SessionState) -> String {
+pub(crate) fn record_key(st: &SessionState) -> String {
     let key = phase::summary_key(st.phase(), st.ready_step());
     match (st.ready_step(), st.pending_tasks().next()) {
         (Some(ReadyStep::Impl), Some(task)) => format!("{key}#{}", task.id),
         _ => key,
     }
 }
+
+/// The most tool calls one step of a trail keeps.
+const MAX_CALLS_PER_STEP: usize = 400;
 
 /// The tools this process served, and the files their answers showed, in one phase of one
 /// session (one task, in READY's implementation).
@@ -59,6 +66,8 @@ struct ToolRecord {
     step_key: String,
     tools: BTreeSet<String>,
     files: BTreeSet<String>,
+    /// Each call, in order, for the session's trail (its report).
+    calls: Vec<ServedCall>,
 }
 
 pub struct Sessions {
@@ -223,6 +232,14 @@ impl Sessions {
         let old_phase = checkpoint.orchestrator_state.phase();
         let mut next = accepted.session;
         add_cited_files(ws, &payload, &mut next);
+        next.trail.push(TrailStep {
+            step: record_key(&checkpoint.orchestrator_state),
+            submitted_at: now(),
+            calls: self.recorded_calls(&checkpoint),
+            payload: trail::kept_payload(&data),
+            commit: None,
+        });
+        trail::bound_trail(&mut next.trail);
         let store = self.store()?;
         let message = if next.orchestrator_state.is_complete() {
             "finish".to_owned()
@@ -281,12 +298,14 @@ impl Sessions {
                 }
             }
             None if next.orchestrator_state.is_complete() => {
-                store.finish(stored.commit, &next, &history_record(&next, stored.commit))
+                store.finish(stored.commit, &next, &history_record(&next, stored.commit), &report_record(&next))
             }
             None => store.save(stored.commit, &next, &message).map(|_| ()),
         };
         match result {
             Ok(()) => {
+                // The calls went into the trail step just written.
+                self.record.lock().unwrap_or_else(|p| p.into_inner()).calls.clear();
                 self.reset_record(&next);
                 let documents = documents_for(ws, &accepted.response, &next.orchestrator_state.query);
                 let past_failures = past_failures_for(ws, &accepted.response, &next.orchestrator_state.query);
@@ -430,7 +449,8 @@ impl Sessions {
     /// Notes that `tool` was served for the active session's current phase, and the files its
     /// answer showed the content or symbols of (see [`code_intel_workflow::engine::registry`]): they count as
     /// explored. Without an active session there is nothing to record.
-    pub fn record_tool(&self, ws: &Workspace, tool: &str, revealed: Vec<String>) {
+    /// `call`, when given, is kept for the session's trail (what its report shows).
+    pub fn record_tool(&self, ws: &Workspace, tool: &str, revealed: Vec<String>, call: Option<ServedCall>) {
         let Ok(store) = &self.store else { return };
         let Ok(Some(stored)) = store.active() else { return };
         let st = &stored.checkpoint.orchestrator_state;
@@ -440,6 +460,13 @@ impl Sessions {
             *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
         }
         record.tools.insert(tool.to_owned());
+        if let Some(mut call) = call {
+            call.files = revealed.len();
+            // A step of a few hundred calls is already more than a reader follows.
+            if record.calls.len() < MAX_CALLS_PER_STEP {
+                record.calls.push(call);
+            }
+        }
         for f in revealed {
             let rel = submit::normalize_rel(&f);
             if !rel.is_empty() && ws.repo.root().join(&rel).is_file() {
@@ -458,6 +485,18 @@ impl Sessions {
         }
     }
 
+    /// The calls recorded for the step `checkpoint` is in (taken by the trail step that
+    /// answers it).
+    fn recorded_calls(&self, checkpoint: &Checkpoint) -> Vec<ServedCall> {
+        let st = &checkpoint.orchestrator_state;
+        let record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        if record.session_id == st.session_id && record.step_key == record_key(st) {
+            record.calls.clone()
+        } else {
+            Vec::new()
+        }
+    }
+
     fn reset_record(&self, checkpoint: &Checkpoint) {
         let st = &checkpoint.orchestrator_state;
         let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
@@ -466,4 +505,9 @@ impl Sessions {
             *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
         }
     }
+}
+
+/// Now, as the trail writes times: RFC 3339 in UTC, to the millisecond.
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -37,6 +37,11 @@ pub const LEGACY_SESSIONS_PREFIX: &str = "refs/code-intel/sessions/";
 pub const LEGACY_ACTIVE_REF: &str = "refs/code-intel/active";
 const CHECKPOINT_FILE: &str = "checkpoint.json";
 const RECORD_FILE: &str = "session.json";
+/// Beside a history record: the session's report data (docs/REPORT.md); the record names
+/// its blob id under `report`, so a sealed record vouches for it.
+pub const REPORT_FILE: &str = "report.json";
+/// A report file larger than this is not read (a session's payloads are capped well below).
+pub const MAX_REPORT_BYTES: u64 = 4 << 20;
 /// How far back `last_finished_here` looks when this work tree has no last-finished ref yet.
 const LEGACY_LOOKBACK: usize = 50;
 /// Seal domains: a seal of one kind of record never verifies another.
@@ -69,6 +74,14 @@ pub struct Finished {
     pub record: serde_json::Value,
     /// The record's seal verifies: a session of this clone (not a teammate's, fetched).
     pub here: bool,
+    /// The history commit holding it.
+    pub commit: ObjectId,
+}
+
+/// What the history keeps of a session that ends: its record, and its report data.
+pub struct Ending<'a> {
+    pub record: &'a serde_json::Value,
+    pub report: &'a serde_json::Value,
 }
 
 impl SessionStore {
@@ -114,6 +127,11 @@ impl SessionStore {
             return Err(Error::Corrupt(format!("{ACTIVE_REF} points at missing {session_ref}")));
         };
         let commit = reference.peel_to_commit().map_err(|e| Error::Corrupt(e.to_string()))?;
+        self.read_checkpoint(&commit, &session_ref).map(Some)
+    }
+
+    /// The checkpoint in a session ref's commit, when it carries this clone's seal.
+    fn read_checkpoint(&self, commit: &gix::Commit<'_>, session_ref: &str) -> Result<Stored, Error> {
         let tree = commit.tree().map_err(|e| Error::Corrupt(e.to_string()))?;
         let entry = tree
             .find_entry(CHECKPOINT_FILE)
@@ -121,7 +139,7 @@ impl SessionStore {
         let blob = entry.object().map_err(|e| Error::Corrupt(e.to_string()))?;
         let seal = tree.find_entry(code_intel_gitstate::log::SEAL_FILE).and_then(|e| e.object().ok());
         if !seal.is_some_and(|s| self.key().is_ok_and(|k| k.verifies(CHECKPOINT_SEAL, &blob.data, &s.data))) {
-            return Err(Error::Foreign(session_ref));
+            return Err(Error::Foreign(session_ref.to_owned()));
         }
         let raw: serde_json::Value = serde_json::from_slice(&blob.data).map_err(|e| Error::Corrupt(e.to_string()))?;
         let phase = raw["orchestrator_state"]["phase_state"]["current_phase"].as_str().unwrap_or("");
@@ -129,7 +147,7 @@ impl SessionStore {
             return Err(Error::UnknownPhase(phase.to_owned()));
         }
         let checkpoint: Checkpoint = serde_json::from_value(raw).map_err(|e| Error::Corrupt(e.to_string()))?;
-        Ok(Some(Stored { commit: commit.id, checkpoint }))
+        Ok(Stored { commit: commit.id, checkpoint })
     }
 
     /// Creates the session's ref and claims `refs/code-intel/active` in one transaction: if
@@ -183,7 +201,7 @@ impl SessionStore {
         &self,
         previous: ObjectId,
         checkpoint: &Checkpoint,
-        finish: Option<&serde_json::Value>,
+        finish: Option<Ending<'_>>,
         message: &str,
     ) -> Result<(), Error> {
         let repo = self.repo();
@@ -196,8 +214,8 @@ impl SessionStore {
         if current != Some(previous) {
             return Ok(());
         }
-        if let Some(record) = finish {
-            self.finish(previous, checkpoint, record)
+        if let Some(ending) = finish {
+            self.finish(previous, checkpoint, ending.record, ending.report)
         } else {
             self.save(previous, checkpoint, message).map(|_| ())
         }
@@ -208,16 +226,20 @@ impl SessionStore {
     /// compare-and-swap. Either all three happen or none does, so a process that lost a race
     /// (the session moved on, or another record was appended first) leaves no stray record; a
     /// record appended first by someone else is retried on the new tip. `record` is what the
-    /// history keeps of the session (built by the caller, which knows what it means).
-    pub fn finish(&self, previous: ObjectId, checkpoint: &Checkpoint, record: &serde_json::Value) -> Result<(), Error> {
+    /// history keeps of the session, `report` its report data (both built by the caller, which
+    /// knows what they mean).
+    pub fn finish(
+        &self,
+        previous: ObjectId,
+        checkpoint: &Checkpoint,
+        record: &serde_json::Value,
+        report: &serde_json::Value,
+    ) -> Result<(), Error> {
         let repo = self.repo();
         let state = &checkpoint.orchestrator_state;
         let name = session_ref(&state.session_id)?;
         let session_name = name.as_bstr().to_string();
-        let text = serde_json::to_vec_pretty(record).map_err(git)?;
-        let blob = repo.write_blob(&text).map_err(git)?.detach();
-        let seal = self.key()?.seal(HISTORY_SEAL, &text);
-        let tree = code_intel_gitstate::log::record_tree(&repo, RECORD_FILE, blob, Some(&seal))?;
+        let tree = self.history_tree(&repo, record, report)?;
         let message = format!("completed session {}", state.session_id);
         for _ in 0..20 {
             let current = repo
@@ -247,6 +269,80 @@ impl SessionStore {
         Err(Error::Conflict)
     }
 
+    /// The tree of a history record: the record (naming its report's blob id), sealed, and the
+    /// report beside it.
+    fn history_tree(
+        &self,
+        repo: &gix::Repository,
+        record: &serde_json::Value,
+        report: &serde_json::Value,
+    ) -> Result<ObjectId, Error> {
+        let report_blob = repo.write_blob(serde_json::to_vec(report).map_err(git)?).map_err(git)?.detach();
+        let mut record = record.clone();
+        if let Some(fields) = record.as_object_mut() {
+            fields.insert("report".into(), report_blob.to_string().into());
+        }
+        let text = serde_json::to_vec_pretty(&record).map_err(git)?;
+        let blob = repo.write_blob(&text).map_err(git)?.detach();
+        let seal = self.key()?.seal(HISTORY_SEAL, &text);
+        Ok(code_intel_gitstate::log::record_tree_with(
+            repo,
+            RECORD_FILE,
+            blob,
+            Some(&seal),
+            &[(REPORT_FILE, report_blob)],
+        )?)
+    }
+
+    /// The finished session `session_id` among the newest `limit` records of the history.
+    pub fn find_finished(&self, session_id: &str, limit: usize) -> Result<Option<Finished>, Error> {
+        Ok(self.history(limit)?.into_iter().find(|f| f.record["session_id"].as_str() == Some(session_id)))
+    }
+
+    /// The finished session [`LAST_FINISHED_REF`] names, sealed or not; else the newest record
+    /// of the history (a fresh clone that fetched the team's history has no last-finished ref).
+    pub fn last_finished(&self) -> Result<Option<Finished>, Error> {
+        let repo = self.repo();
+        if let Some(commit) = code_intel_gitstate::refs::ref_id(&repo, LAST_FINISHED_REF)?
+            && let Some(r) = code_intel_gitstate::log::record_at(&repo, commit, RECORD_FILE).map_err(Error::Corrupt)?
+        {
+            let here =
+                r.seal.as_deref().is_some_and(|s| self.key().is_ok_and(|k| k.verifies(HISTORY_SEAL, &r.bytes, s)));
+            return Ok(Some(Finished { record: r.value, here, commit }));
+        }
+        Ok(self.history(1)?.into_iter().next())
+    }
+
+    /// The report data kept beside a finished session's record: None when the record has none
+    /// (sessions finished before reports were kept); an error when it is unreadable or is not
+    /// the one the record names.
+    pub fn report_of(&self, finished: &Finished) -> Result<Option<serde_json::Value>, Error> {
+        let repo = self.repo();
+        let Some(bytes) = code_intel_gitstate::log::file_at(&repo, finished.commit, REPORT_FILE, MAX_REPORT_BYTES)
+            .map_err(Error::Corrupt)?
+        else {
+            return Ok(None);
+        };
+        let id = gix::objs::compute_hash(repo.object_hash(), gix::object::Kind::Blob, &bytes)
+            .map_err(|e| Error::Corrupt(e.to_string()))?;
+        if finished.record["report"].as_str() != Some(id.to_string().as_str()) {
+            return Err(Error::Corrupt(format!(
+                "{REPORT_FILE} in {} is not the report its record names",
+                finished.commit
+            )));
+        }
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Corrupt(format!("{REPORT_FILE}: {e}")))
+    }
+
+    /// The session `session_id` of this work tree, while it is not finished.
+    pub fn unfinished(&self, session_id: &str) -> Result<Option<Stored>, Error> {
+        let repo = self.repo();
+        let name = session_ref(session_id)?;
+        let Some(mut reference) = repo.try_find_reference(name.as_bstr()).map_err(git)? else { return Ok(None) };
+        let commit = reference.peel_to_commit().map_err(|e| Error::Corrupt(e.to_string()))?;
+        self.read_checkpoint(&commit, &name.as_bstr().to_string()).map(Some)
+    }
+
     /// The newest finished sessions' records, nearest the tip first: this clone's and, after a fetch of
     /// the shared history, its teammates' (staged history merged first).
     pub fn history(&self, limit: usize) -> Result<Vec<Finished>, Error> {
@@ -261,7 +357,7 @@ impl SessionStore {
             .into_iter()
             .map(|r| {
                 let here = r.seal.as_deref().is_some_and(|s| key.verifies(HISTORY_SEAL, &r.bytes, s));
-                Finished { record: r.value, here }
+                Finished { record: r.value, here, commit: r.commit }
             })
             .collect())
     }
@@ -273,7 +369,8 @@ impl SessionStore {
         let Some(commit) = code_intel_gitstate::refs::ref_id(&repo, LAST_FINISHED_REF)? else {
             // Sessions finished before this ref existed: the newest record of this clone's near
             // the history's tip.
-            return Ok(self.history(LEGACY_LOOKBACK)?.into_iter().find(|f| f.here).map(|f| f.record));
+            let completed = |f: &Finished| f.here && f.record["ended"].as_str().is_none_or(|e| e == "completed");
+            return Ok(self.history(LEGACY_LOOKBACK)?.into_iter().find(completed).map(|f| f.record));
         };
         let record = code_intel_gitstate::log::record_at(&repo, commit, RECORD_FILE).map_err(Error::Corrupt)?;
         let key = self.key()?;
@@ -284,7 +381,13 @@ impl SessionStore {
 
     /// Removes every session checkpoint of this work tree and the active claim, and the session
     /// refs versions before per-work-tree sessions left. Returns how many sessions it removed.
-    pub fn clean(&self) -> Result<usize, Error> {
+    /// Each removed session this clone can still read is appended to the history first, as
+    /// `ending` words it (the record says it was cleaned), so its report can still be made; in
+    /// the same ref transaction as the removal.
+    pub fn clean(
+        &self,
+        ending: &dyn Fn(&Checkpoint, ObjectId) -> (serde_json::Value, serde_json::Value),
+    ) -> Result<usize, Error> {
         let repo = self.repo();
         let mut names = Vec::new();
         for prefix in [SESSIONS_PREFIX, LEGACY_SESSIONS_PREFIX] {
@@ -299,8 +402,22 @@ impl SessionStore {
                 edits.push(delete(active, PreviousValue::MustExist)?);
             }
         }
+        let mut tip = code_intel_gitstate::log::tip(&repo, HISTORY_REF)?;
+        let before = tip;
         for n in &names {
-            edits.push(delete(n, PreviousValue::MustExist)?);
+            let current = repo.find_reference(n.as_str()).map_err(git)?.target().try_id().map(ToOwned::to_owned);
+            let Some(current) = current else { continue };
+            edits.push(delete(n, PreviousValue::MustExistAndMatch(Target::Object(current)))?);
+            let readable = repo.find_commit(current).ok().and_then(|c| self.read_checkpoint(&c, n).ok());
+            if let Some(stored) = readable {
+                let (record, report) = ending(&stored.checkpoint, stored.commit);
+                let tree = self.history_tree(&repo, &record, &report)?;
+                let message = format!("cleaned session {}", stored.checkpoint.orchestrator_state.session_id);
+                tip = Some(write_commit(&repo, tree, tip, &message)?);
+            }
+        }
+        if let Some(new_tip) = tip.filter(|t| Some(*t) != before) {
+            edits.push(update(HISTORY_REF, expecting(before), Target::Object(new_tip), "cleaned sessions")?);
         }
         if !edits.is_empty() {
             apply(&repo, edits)?;
@@ -374,7 +491,7 @@ mod tests {
         let store = SessionStore::open(dir.path()).unwrap();
         let cp = session("a");
         let first = store.create(&cp).unwrap();
-        store.finish(first, &cp, &record("a")).unwrap();
+        store.finish(first, &cp, &record("a"), &serde_json::json!({})).unwrap();
         assert!(store.active().unwrap().is_none());
         assert_eq!(records(&store), vec![record("a")]);
     }
@@ -387,11 +504,11 @@ mod tests {
         let first = store.create(&cp).unwrap();
         // Another process advanced the session after this one read it.
         let second = store.save(first, &cp, "advanced elsewhere").unwrap();
-        assert!(matches!(store.finish(first, &cp, &record("a")), Err(Error::Conflict)));
+        assert!(matches!(store.finish(first, &cp, &record("a"), &serde_json::json!({})), Err(Error::Conflict)));
         assert!(records(&store).is_empty(), "no stray history record");
         assert_eq!(store.active().unwrap().map(|s| s.commit), Some(second), "the session is untouched");
         // The process that holds the newest checkpoint finishes it.
-        store.finish(second, &cp, &record("a")).unwrap();
+        store.finish(second, &cp, &record("a"), &serde_json::json!({})).unwrap();
         assert_eq!(records(&store), vec![record("a")]);
     }
 
@@ -404,16 +521,24 @@ mod tests {
         code_intel_gitstate::log::append_as(&repo, HISTORY_REF, RECORD_FILE, &record("other"), "other").unwrap();
         let cp = session("a");
         let first = store.create(&cp).unwrap();
-        store.finish(first, &cp, &record("a")).unwrap();
+        store.finish(first, &cp, &record("a"), &serde_json::json!({})).unwrap();
         assert_eq!(records(&store), vec![record("a"), record("other")]);
         // Only the sealed record is this clone's session.
         let here: Vec<bool> = store.history(10).unwrap().iter().map(|f| f.here).collect();
         assert_eq!(here, [true, false]);
-        assert_eq!(store.last_finished_here().unwrap(), Some(record("a")));
+        assert_eq!(store.last_finished_here().unwrap().map(without_report), Some(record("a")));
     }
 
+    /// The history's records, less the blob id of the report each names (what the tests wrote).
     fn records(store: &SessionStore) -> Vec<serde_json::Value> {
-        store.history(10).unwrap().into_iter().map(|f| f.record).collect()
+        store.history(10).unwrap().into_iter().map(|f| without_report(f.record)).collect()
+    }
+
+    fn without_report(mut record: serde_json::Value) -> serde_json::Value {
+        if let Some(fields) = record.as_object_mut() {
+            fields.remove("report");
+        }
+        record
     }
 
     #[test]
@@ -432,7 +557,7 @@ mod tests {
         apply(&repo, vec![update(&name, PreviousValue::Any, Target::Object(forged), "forged").unwrap()]).unwrap();
         assert!(matches!(store.active(), Err(Error::Foreign(r)) if r == name));
         // clean removes it.
-        assert_eq!(store.clean().unwrap(), 1);
+        assert_eq!(store.clean(&|_, _| (serde_json::json!({}), serde_json::json!({}))).unwrap(), 1);
         assert!(store.active().unwrap().is_none());
     }
 }

@@ -4,7 +4,9 @@
 //!
 //! The size is the checkpoint as the store writes it (pretty JSON), less the record of the
 //! user's own uncommitted files (`user_changes`): those are the user's, not the agent's, and a
-//! submit must never be refused for them.
+//! submit must never be refused for them; and less the trail (what the session's report is made
+//! of), which the adapter keeps under a bound of its own: a report must never cost a session its
+//! next step.
 
 use super::evidence;
 use super::state::Checkpoint;
@@ -27,6 +29,7 @@ pub enum Fit {
 pub fn size(checkpoint: &Checkpoint) -> usize {
     let mut counted = checkpoint.clone();
     counted.orchestrator_state.user_changes.clear();
+    counted.trail.clear();
     stored_bytes(&counted)
 }
 
@@ -38,10 +41,12 @@ fn stored_bytes(checkpoint: &Checkpoint) -> usize {
 /// Fits `checkpoint` under `limit`, shortening its summaries if it must; `Err(size)` when even
 /// that is not enough (the size with the summaries shortened).
 pub fn fit(checkpoint: &mut Checkpoint, limit: usize) -> Result<Fit, usize> {
-    // Measured without the user's files, which are put back whatever the outcome.
+    // Measured without the user's files and the trail, which are put back whatever the outcome.
     let user_changes = std::mem::take(&mut checkpoint.orchestrator_state.user_changes);
+    let trail = std::mem::take(&mut checkpoint.trail);
     let fitted = fit_counted(checkpoint, limit);
     checkpoint.orchestrator_state.user_changes = user_changes;
+    checkpoint.trail = trail;
     fitted
 }
 
@@ -92,5 +97,28 @@ mod tests {
         assert!(short.starts_with(&"x".repeat(400)));
         assert!(short.ends_with("[shortened; cites src/a.py:10-12, src/b.rs:4]"), "{short}");
         assert_eq!(shorten("short", 400), "short");
+    }
+
+    #[test]
+    fn the_trail_does_not_count_against_the_cap_and_is_kept() {
+        let mut cp = crate::engine::submit::start(
+            &crate::contract::Contract::builtin(),
+            crate::engine::submit::StartParams {
+                session_id: "s".into(),
+                intent: crate::engine::state::Intent::Investigate,
+                query: "q".into(),
+                flags: Default::default(),
+                created_at: "2026-11-27T00:00:00Z".into(),
+                stale_branches: false,
+                verify_commands: Vec::new(),
+            },
+        )
+        .0;
+        let bulky =
+            crate::engine::state::TrailStep { payload: serde_json::json!("z".repeat(300_000)), ..Default::default() };
+        cp.trail.push(bulky.clone());
+        assert!(size(&cp) < 10_000);
+        assert_eq!(fit(&mut cp, CHECKPOINT_LIMIT), Ok(Fit::AsItWas));
+        assert_eq!(cp.trail, vec![bulky], "the trail is put back");
     }
 }

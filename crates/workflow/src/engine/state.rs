@@ -215,6 +215,53 @@ pub struct Checkpoint {
     pub orchestrator_state: SessionState,
     /// `step_05_EXPLORATION` → `{ "summary": … }`
     pub phase_payloads: BTreeMap<String, SummaryRecord>,
+    /// What the session did, one entry per accepted submission, for its report (`git code-intel
+    /// report`). The engine never decides anything by it; the adapter writes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trail: Vec<TrailStep>,
+}
+
+/// One accepted submission in a session's trail: the step it answered, when, the tools served
+/// in that step before it, the payload as sent, and the commit its git work made, if any.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrailStep {
+    /// The step's summary key (`step_05_EXPLORATION`), with `#<task id>` in READY's implementation.
+    pub step: String,
+    /// RFC 3339, when the submission was accepted.
+    pub submitted_at: String,
+    pub calls: Vec<ServedCall>,
+    /// The payload as the agent sent it (or, when it was too large to keep, a note saying so).
+    pub payload: serde_json::Value,
+    /// The commit this step's git work made: the task commit (PRE_COMMIT, QUALITY_REVIEW) or
+    /// the merge's result (MERGE).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+/// A tool call the server served in a step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServedCall {
+    pub tool: String,
+    /// The arguments, as compact JSON, cut at a few hundred bytes.
+    pub args: String,
+    /// RFC 3339, when the call started.
+    pub at: String,
+    pub ms: u64,
+    /// The error code, when the call was refused or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The error's message, cut at a few hundred bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// How many files its answer showed the content or symbols of.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub files: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -148,7 +148,7 @@ pub fn start(contract: &Contract, p: StartParams) -> (Checkpoint, PhaseResponse)
         learned: Default::default(),
         verify_commands: p.verify_commands,
     };
-    let session = Checkpoint { orchestrator_state: state, phase_payloads: BTreeMap::new() };
+    let session = Checkpoint { orchestrator_state: state, phase_payloads: BTreeMap::new(), trail: Vec::new() };
     let response = response::for_phase(contract, &session);
     (session, response)
 }
