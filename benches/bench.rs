@@ -16,9 +16,10 @@
 //! - peak RSS on input built to exhaust memory ([`memory`]);
 //! - what a hostile remote costs `share pull` and the first search ([`hostile`]).
 //! - the index that follows edits: the cold build against ctags, lookups after edits ([`overlay`]);
+//! - the session report of a session of 50 tool calls against `git show` ([`report`]);
 //!
 //! `code-intel-bench <binary> <corpus> semantic` (or `retrieval`, `git`, `memory`, `scale`, `share`, `hostile`,
-//! `lookups`, `codanna`, `tools`, `cold`, `edits`) runs only that part.
+//! `lookups`, `codanna`, `tools`, `cold`, `edits`, `report`) runs only that part.
 #![allow(
     clippy::let_underscore_must_use,
     reason = "a benchmark's setup and teardown (scratch files, servers it stops) may fail without changing what it measures; each figure is checked where it is taken"
@@ -34,6 +35,8 @@ mod hostile;
 mod memory;
 #[path = "overlay.rs"]
 mod overlay;
+#[path = "report.rs"]
+mod report;
 #[path = "retrieval.rs"]
 mod retrieval;
 // Shared with the tests, which use the small set the benchmark does not.
@@ -92,7 +95,8 @@ fn main() {
     let corpus = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "/tmp/code-intel-bench-corpus".into()));
     assert!(bin.exists(), "binary {} missing", bin.display());
     assert!(
-        corpus.is_dir() || args.get(3).is_some_and(|a| a == "memory" || a == "hostile" || a == "hostile-fill"),
+        corpus.is_dir()
+            || args.get(3).is_some_and(|a| a == "memory" || a == "hostile" || a == "hostile-fill" || a == "report"),
         "corpus {} missing",
         corpus.display()
     );
@@ -114,6 +118,7 @@ fn main() {
         Some("cold") => return overlay::cold(&bin, &corpus),
         Some("edits") => return overlay::edits(&bin, &corpus),
         Some("tools") => return tool_list_bytes(),
+        Some("report") => return report::run(&bin),
         _ => {}
     }
     tool_list_bytes();
