@@ -179,13 +179,22 @@ impl CodeIntelServer {
 fn served_call(tool: &str, params: &impl serde::Serialize) -> code_intel_workflow::engine::state::ServedCall {
     code_intel_workflow::engine::state::ServedCall {
         tool: tool.to_owned(),
-        args: cut(&serde_json::to_string(params).unwrap_or_default()),
+        args: cut(&compact_args(params)),
         at: code_intel_session::session::now(),
         ..Default::default()
     }
 }
 
-/// Text a trail keeps, cut at 300 bytes.
+/// A call's arguments as compact JSON, the ones left unset (null) out.
+fn compact_args(params: &impl serde::Serialize) -> String {
+    let mut value = serde_json::to_value(params).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        fields.retain(|_, v| !v.is_null());
+    }
+    value.to_string()
+}
+
+/// Text a trail keeps: at most 300 bytes, then an ellipsis.
 fn cut(text: &str) -> String {
     const MAX: usize = 300;
     if text.len() <= MAX {

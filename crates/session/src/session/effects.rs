@@ -456,10 +456,13 @@ pub(super) fn task_changes(ws: &Workspace, st: &SessionState) -> Option<Vec<Stri
     branches::review::task_changes(ws.repo.root(), base, &user_changes_of(st)).ok()
 }
 
-/// Records in the trail the commit the step's git work made.
+/// Records in the trail the commit the step's git work made, and stamps the step when that
+/// work is done (a commit's gate, with the project's own hook, can take minutes: its time is the
+/// step's, not the next one's).
 fn note_commit(step: &mut SessionStep, commit: gix::ObjectId) {
     if let Some(last) = step.checkpoint.trail.last_mut() {
         last.commit = Some(commit.to_string());
+        last.submitted_at = super::now();
     }
 }
 

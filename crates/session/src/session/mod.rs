@@ -66,8 +66,24 @@ struct ToolRecord {
     step_key: String,
     tools: BTreeSet<String>,
     files: BTreeSet<String>,
-    /// Each call, in order, for the session's trail (its report).
+    /// Each call, in order, for the session's trail (its report), and how many more were made
+    /// than a step keeps.
     calls: Vec<ServedCall>,
+    calls_not_kept: usize,
+}
+
+impl ToolRecord {
+    /// Whether this record belongs to the step the session `st` is in.
+    fn is_for(&self, st: &SessionState) -> bool {
+        self.session_id == st.session_id && self.step_key == record_key(st)
+    }
+
+    /// Makes this the record of the step `st` is in, empty, unless it is already.
+    fn follow(&mut self, st: &SessionState) {
+        if !self.is_for(st) {
+            *self = ToolRecord { session_id: st.session_id.clone(), step_key: record_key(st), ..ToolRecord::default() };
+        }
+    }
 }
 
 pub struct Sessions {
@@ -232,10 +248,13 @@ impl Sessions {
         let old_phase = checkpoint.orchestrator_state.phase();
         let mut next = accepted.session;
         add_cited_files(ws, &payload, &mut next);
+        let (calls, calls_not_kept) = self.recorded_calls(&checkpoint);
+        let taken = calls.len();
         next.trail.push(TrailStep {
             step: record_key(&checkpoint.orchestrator_state),
             submitted_at: now(),
-            calls: self.recorded_calls(&checkpoint),
+            calls,
+            calls_not_kept,
             payload: trail::kept_payload(&data),
             commit: None,
         });
@@ -305,7 +324,7 @@ impl Sessions {
         match result {
             Ok(()) => {
                 // The calls went into the trail step just written.
-                self.record.lock().unwrap_or_else(|p| p.into_inner()).calls.clear();
+                self.calls_written(&checkpoint, taken);
                 self.reset_record(&next);
                 let documents = documents_for(ws, &accepted.response, &next.orchestrator_state.query);
                 let past_failures = past_failures_for(ws, &accepted.response, &next.orchestrator_state.query);
@@ -453,18 +472,17 @@ impl Sessions {
     pub fn record_tool(&self, ws: &Workspace, tool: &str, revealed: Vec<String>, call: Option<ServedCall>) {
         let Ok(store) = &self.store else { return };
         let Ok(Some(stored)) = store.active() else { return };
-        let st = &stored.checkpoint.orchestrator_state;
-        let key = record_key(st);
         let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
-        if record.session_id != st.session_id || record.step_key != key {
-            *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
-        }
+        record.follow(&stored.checkpoint.orchestrator_state);
         record.tools.insert(tool.to_owned());
         if let Some(mut call) = call {
             call.files = revealed.len();
-            // A step of a few hundred calls is already more than a reader follows.
+            // A step of a few hundred calls is already more than a reader follows: the rest
+            // are counted.
             if record.calls.len() < MAX_CALLS_PER_STEP {
                 record.calls.push(call);
+            } else {
+                record.calls_not_kept += 1;
             }
         }
         for f in revealed {
@@ -477,9 +495,8 @@ impl Sessions {
 
     fn merge_record(&self, checkpoint: &mut Checkpoint) {
         let st = &mut checkpoint.orchestrator_state;
-        let key = record_key(st);
         let record = self.record.lock().unwrap_or_else(|p| p.into_inner());
-        if record.session_id == st.session_id && record.step_key == key {
+        if record.is_for(st) {
             st.tools_called.extend(record.tools.iter().cloned());
             st.explored_files.extend(record.files.iter().cloned());
         }
@@ -487,23 +504,28 @@ impl Sessions {
 
     /// The calls recorded for the step `checkpoint` is in (taken by the trail step that
     /// answers it).
-    fn recorded_calls(&self, checkpoint: &Checkpoint) -> Vec<ServedCall> {
-        let st = &checkpoint.orchestrator_state;
+    fn recorded_calls(&self, checkpoint: &Checkpoint) -> (Vec<ServedCall>, usize) {
         let record = self.record.lock().unwrap_or_else(|p| p.into_inner());
-        if record.session_id == st.session_id && record.step_key == record_key(st) {
-            record.calls.clone()
+        if record.is_for(&checkpoint.orchestrator_state) {
+            (record.calls.clone(), record.calls_not_kept)
         } else {
-            Vec::new()
+            (Vec::new(), 0)
+        }
+    }
+
+    /// After the step `answered` was written with its first `taken` calls: those leave the
+    /// record (a call made while the submission ran stays for the step it was made in).
+    fn calls_written(&self, answered: &Checkpoint, taken: usize) {
+        let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        if record.is_for(&answered.orchestrator_state) {
+            let taken = taken.min(record.calls.len());
+            record.calls.drain(..taken);
+            record.calls_not_kept = 0;
         }
     }
 
     fn reset_record(&self, checkpoint: &Checkpoint) {
-        let st = &checkpoint.orchestrator_state;
-        let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
-        let key = record_key(st);
-        if record.session_id != st.session_id || record.step_key != key {
-            *record = ToolRecord { session_id: st.session_id.clone(), step_key: key, ..ToolRecord::default() };
-        }
+        self.record.lock().unwrap_or_else(|p| p.into_inner()).follow(&checkpoint.orchestrator_state);
     }
 }
 

@@ -295,8 +295,13 @@ impl SessionStore {
     }
 
     /// The finished session `session_id` among the newest `limit` records of the history.
+    /// This clone's own record comes first: a teammate's record naming the same id (by chance,
+    /// or crafted) never stands in for it.
     pub fn find_finished(&self, session_id: &str, limit: usize) -> Result<Option<Finished>, Error> {
-        Ok(self.history(limit)?.into_iter().find(|f| f.record["session_id"].as_str() == Some(session_id)))
+        let mut found: Vec<Finished> =
+            self.history(limit)?.into_iter().filter(|f| f.record["session_id"].as_str() == Some(session_id)).collect();
+        let own = found.iter().position(|f| f.here).unwrap_or(0);
+        Ok((!found.is_empty()).then(|| found.swap_remove(own)))
     }
 
     /// The finished session [`LAST_FINISHED_REF`] names, sealed or not; else the newest record
@@ -389,40 +394,58 @@ impl SessionStore {
         ending: &dyn Fn(&Checkpoint, ObjectId) -> (serde_json::Value, serde_json::Value),
     ) -> Result<usize, Error> {
         let repo = self.repo();
-        let mut names = Vec::new();
-        for prefix in [SESSIONS_PREFIX, LEGACY_SESSIONS_PREFIX] {
-            let platform = repo.references().map_err(git)?;
-            for r in platform.prefixed(prefix).map_err(git)? {
-                names.push(r.map_err(git)?.name().as_bstr().to_string());
+        // Under the operation lock, as every other change to a session: no submit advances a
+        // session while it is being removed.
+        let _lock = code_intel_gitstate::lock::acquire(&repo)?;
+        for _ in 0..20 {
+            let mut names = Vec::new();
+            for prefix in [SESSIONS_PREFIX, LEGACY_SESSIONS_PREFIX] {
+                let platform = repo.references().map_err(git)?;
+                for r in platform.prefixed(prefix).map_err(git)? {
+                    names.push(r.map_err(git)?.name().as_bstr().to_string());
+                }
+            }
+            let mut edits = Vec::new();
+            for active in [ACTIVE_REF, LEGACY_ACTIVE_REF] {
+                if repo.try_find_reference(active).map_err(git)?.is_some() {
+                    edits.push(delete(active, PreviousValue::MustExist)?);
+                }
+            }
+            let before = code_intel_gitstate::log::tip(&repo, HISTORY_REF)?;
+            let mut tip = before;
+            let mut removed = 0;
+            for n in &names {
+                // Gone since it was listed (a session that finished meanwhile): nothing to do.
+                let Some(reference) = repo.try_find_reference(n.as_str()).map_err(git)? else { continue };
+                removed += 1;
+                let Some(current) = reference.target().try_id().map(ToOwned::to_owned) else {
+                    edits.push(delete(n, PreviousValue::MustExist)?);
+                    continue;
+                };
+                edits.push(delete(n, PreviousValue::MustExistAndMatch(Target::Object(current)))?);
+                let readable = repo.find_commit(current).ok().and_then(|c| self.read_checkpoint(&c, n).ok());
+                if let Some(stored) = readable {
+                    let (record, report) = ending(&stored.checkpoint, stored.commit);
+                    let tree = self.history_tree(&repo, &record, &report)?;
+                    let message = format!("cleaned session {}", stored.checkpoint.orchestrator_state.session_id);
+                    tip = Some(write_commit(&repo, tree, tip, &message)?);
+                }
+            }
+            if let Some(new_tip) = tip.filter(|t| Some(*t) != before) {
+                edits.push(update(HISTORY_REF, expecting(before), Target::Object(new_tip), "cleaned sessions")?);
+            }
+            if edits.is_empty() {
+                return Ok(0);
+            }
+            match apply(&repo, edits) {
+                Ok(()) => return Ok(removed),
+                Err(code_intel_gitstate::Error::Locked(lock)) => return Err(Error::Locked(lock)),
+                // The history moved (another work tree finished a session, a fetch was merged):
+                // the records are made again on its new tip.
+                Err(_) => continue,
             }
         }
-        let mut edits = Vec::new();
-        for active in [ACTIVE_REF, LEGACY_ACTIVE_REF] {
-            if repo.try_find_reference(active).map_err(git)?.is_some() {
-                edits.push(delete(active, PreviousValue::MustExist)?);
-            }
-        }
-        let mut tip = code_intel_gitstate::log::tip(&repo, HISTORY_REF)?;
-        let before = tip;
-        for n in &names {
-            let current = repo.find_reference(n.as_str()).map_err(git)?.target().try_id().map(ToOwned::to_owned);
-            let Some(current) = current else { continue };
-            edits.push(delete(n, PreviousValue::MustExistAndMatch(Target::Object(current)))?);
-            let readable = repo.find_commit(current).ok().and_then(|c| self.read_checkpoint(&c, n).ok());
-            if let Some(stored) = readable {
-                let (record, report) = ending(&stored.checkpoint, stored.commit);
-                let tree = self.history_tree(&repo, &record, &report)?;
-                let message = format!("cleaned session {}", stored.checkpoint.orchestrator_state.session_id);
-                tip = Some(write_commit(&repo, tree, tip, &message)?);
-            }
-        }
-        if let Some(new_tip) = tip.filter(|t| Some(*t) != before) {
-            edits.push(update(HISTORY_REF, expecting(before), Target::Object(new_tip), "cleaned sessions")?);
-        }
-        if !edits.is_empty() {
-            apply(&repo, edits)?;
-        }
-        Ok(names.len())
+        Err(Error::Conflict)
     }
 }
 

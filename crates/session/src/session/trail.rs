@@ -43,52 +43,75 @@ pub fn kept(checkpoint: &Checkpoint, ended: Ended, ended_at: &str) -> serde_json
         .unwrap_or_else(|e| serde_json::json!({"report_version": REPORT_VERSION, "unwritable": e.to_string()}))
 }
 
-/// A payload as the trail keeps it: whole, or a note when it is too large to keep.
+/// A payload as the trail keeps it: whole, or (too large to keep) a note of its size and its
+/// summary.
 pub fn kept_payload(data: &serde_json::Value) -> serde_json::Value {
     let size = serde_json::to_vec(data).map_or(usize::MAX, |v| v.len());
     if size <= MAX_KEPT_PAYLOAD_BYTES {
-        data.clone()
-    } else {
-        serde_json::json!({"omitted": format!("{size} bytes, over the {MAX_KEPT_PAYLOAD_BYTES} a report keeps")})
+        return data.clone();
     }
+    omitted(data, format!("{size} bytes, over the {MAX_KEPT_PAYLOAD_BYTES} a report keeps"))
 }
 
-/// The most a checkpoint's trail holds, in bytes of its JSON (the checkpoint's own cap leaves
-/// the trail out).
-const MAX_TRAIL_BYTES: usize = 512 * 1024;
-
-/// Keeps `trail` under [`MAX_TRAIL_BYTES`]: the oldest steps' payloads give way first (a note
-/// says so), then their calls' arguments and messages, then their calls.
-pub fn bound_trail(trail: &mut [TrailStep]) {
-    let size = |t: &[TrailStep]| serde_json::to_vec_pretty(t).map_or(usize::MAX, |v| v.len());
-    if size(trail) <= MAX_TRAIL_BYTES {
-        return;
+/// A payload given way to `why`: the note, and the payload's summary (cut short).
+fn omitted(payload: &serde_json::Value, why: String) -> serde_json::Value {
+    let mut note = serde_json::json!({ "omitted": why });
+    if let Some(summary) = payload.get("summary").and_then(serde_json::Value::as_str) {
+        note["summary"] = summary.chars().take(MAX_OMITTED_SUMMARY_CHARS).collect::<String>().into();
     }
-    let omitted =
-        |bytes: usize| serde_json::json!({"omitted": format!("{bytes} bytes: the trail was over {MAX_TRAIL_BYTES}")});
-    for shed in 0..3 {
-        for i in 0..trail.len() {
-            let step = &mut trail[i];
-            match shed {
+    note
+}
+
+/// What a checkpoint's trail holds at most, in bytes of its compact JSON (about 1.3 times that
+/// as the checkpoint stores it). The checkpoint's own cap leaves the trail out; every tool call
+/// reads the checkpoint, so the trail is kept small.
+const MAX_TRAIL_BYTES: usize = 192 * 1024;
+/// What an omitted payload keeps of its summary.
+const MAX_OMITTED_SUMMARY_CHARS: usize = 400;
+
+/// Keeps `trail` under `MAX_TRAIL_BYTES`, oldest steps first: their payloads give way (a
+/// note says so, with the summary), then their calls' arguments and messages, then their calls
+/// (counted in `calls_not_kept`), then the summaries. Each step's size is measured once and
+/// again only when it changes.
+pub fn bound_trail(trail: &mut [TrailStep]) {
+    let size_of = |s: &TrailStep| serde_json::to_vec(s).map_or(MAX_TRAIL_BYTES, |v| v.len());
+    let mut sizes: Vec<usize> = trail.iter().map(size_of).collect();
+    let mut total: usize = sizes.iter().sum();
+    for shed in 0..4 {
+        for (i, step) in trail.iter_mut().enumerate() {
+            if total <= MAX_TRAIL_BYTES {
+                return;
+            }
+            let changed = match shed {
                 0 if step.payload.get("omitted").is_none() => {
-                    let bytes = serde_json::to_vec(&step.payload).map_or(0, |v| v.len());
-                    let summary = step.payload.get("summary").cloned();
-                    step.payload = omitted(bytes);
-                    if let Some(summary) = summary {
-                        step.payload["summary"] = summary;
-                    }
+                    let why = format!("{} bytes: the trail was over {MAX_TRAIL_BYTES}", sizes[i]);
+                    step.payload = omitted(&step.payload, why);
+                    true
                 }
-                1 => {
+                1 if step.calls.iter().any(|c| !c.args.is_empty() || c.detail.is_some()) => {
                     for call in &mut step.calls {
                         call.args.clear();
                         call.detail = None;
                     }
+                    true
                 }
-                2 => step.calls.clear(),
-                _ => continue,
-            }
-            if size(trail) <= MAX_TRAIL_BYTES {
-                return;
+                2 if !step.calls.is_empty() => {
+                    step.calls_not_kept += step.calls.len();
+                    step.calls.clear();
+                    true
+                }
+                3 if step.payload.get("summary").is_some() => {
+                    if let Some(fields) = step.payload.as_object_mut() {
+                        fields.remove("summary");
+                    }
+                    true
+                }
+                _ => false,
+            };
+            if changed {
+                let size = size_of(step);
+                total = total - sizes[i] + size;
+                sizes[i] = size;
             }
         }
     }
@@ -105,7 +128,7 @@ mod tests {
             submitted_at: "2026-11-27T08:00:00.000Z".into(),
             calls: vec![ServedCall { tool: "search_text".into(), args: "a".repeat(300), ..ServedCall::default() }; 10],
             payload: serde_json::json!({"summary": format!("step {n}"), "findings": ["x".repeat(payload_bytes)]}),
-            commit: None,
+            ..TrailStep::default()
         }
     }
 
@@ -113,7 +136,7 @@ mod tests {
     fn a_trail_over_its_bound_sheds_the_oldest_payloads_first_and_keeps_the_summaries() {
         let mut trail: Vec<TrailStep> = (0..40).map(|n| step(n, 30_000)).collect();
         bound_trail(&mut trail);
-        let size = serde_json::to_vec_pretty(&trail).unwrap().len();
+        let size: usize = trail.iter().map(|s| serde_json::to_vec(s).unwrap().len()).sum();
         assert!(size <= MAX_TRAIL_BYTES, "{size}");
         assert!(trail[0].payload["omitted"].is_string(), "the oldest payload gave way");
         assert_eq!(trail[0].payload["summary"], "step 0");

@@ -208,12 +208,13 @@ impl SessionState {
     }
 }
 
-/// A checkpoint: the orchestrator state plus the summary of each accepted phase (only the
-/// summaries, never the rest of a payload).
+/// A checkpoint: the orchestrator state plus the summary of each accepted phase, and the trail
+/// of what the session did (for its report; the engine decides by the state and summaries only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub orchestrator_state: SessionState,
-    /// `step_05_EXPLORATION` → `{ "summary": … }`
+    /// `step_05_EXPLORATION` → `{ "summary": … }` (only the summaries: the payloads are in the
+    /// trail, for the report alone)
     pub phase_payloads: BTreeMap<String, SummaryRecord>,
     /// What the session did, one entry per accepted submission, for its report (`git code-intel
     /// report`). The engine never decides anything by it; the adapter writes it.
@@ -231,6 +232,9 @@ pub struct TrailStep {
     /// RFC 3339, when the submission was accepted.
     pub submitted_at: String,
     pub calls: Vec<ServedCall>,
+    /// Calls made in the step beyond the ones kept.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub calls_not_kept: usize,
     /// The payload as the agent sent it (or, when it was too large to keep, a note saying so).
     pub payload: serde_json::Value,
     /// The commit this step's git work made: the task commit (PRE_COMMIT, QUALITY_REVIEW) or
