@@ -678,7 +678,6 @@ fn index(ws: &Workspace, rebuild: bool, symbols_only: bool, json: bool) -> i32 {
     emit::<serde_json::Value>(Ok(out), json)
 }
 
-/// `git code-intel status`: the session as get_session_status sees it, for people or as JSON.
 /// `report`: Markdown (or with `--json` the report's data) on stdout, and with `--html` the page
 /// written to a file.
 fn report(ws: &Workspace, target: Option<&str>, html: Option<&std::path::Path>, json: bool) -> i32 {
@@ -715,6 +714,7 @@ fn report(ws: &Workspace, target: Option<&str>, html: Option<&std::path::Path>, 
     0
 }
 
+/// `git code-intel status`: the session as get_session_status sees it, for people or as JSON.
 fn status(ws: &Workspace, json: bool) -> i32 {
     let sessions = code_intel_session::session::Sessions::open(ws);
     let value = match sessions.status(ws, None, false) {

@@ -80,21 +80,23 @@ async fn whole_session(client: &Client, root: &Path) -> String {
     submit(
         client,
         json!({"task_id": "t1", "checklist": [{"item": "logout in auth.py", "status": "done",
-                                               "evidence": format!("src/auth.py:{start}-{}", start + 2)}],
+                                               "evidence": format!("./src/auth.py:{start}-{}", start + 2)}],
                "tools_used": ["check_write_target"], "summary": "logout added"}),
     )
     .await;
     submit(client, json!({"summary": "all done"})).await;
     submit(
         client,
-        json!({"verifier_used": "tests.md", "passed": true, "details": "python3 -m pytest: 3 passed", "tools_used": [], "summary": "verified"}),
+        // A flag given as text, as the engine accepts it: the report reads it so too.
+        json!({"verifier_used": "tests.md", "passed": "true", "details": "python3 -m pytest: 3 passed", "tools_used": [], "summary": "verified"}),
     )
     .await;
     ok(client, "review_changes", json!({})).await;
     submit(
         client,
         json!({"review_prompt_used": "garbage_detection.md", "commit_message": "Add logout()",
-               "reviewed_files": [{"file": "src/auth.py", "decision": "keep", "reason": "the task's change"}],
+               // The aliases and spelling the engine accepts.
+               "reviewed_files": [{"path": "./src/auth.py", "action": " keep", "reason": "the task's change"}],
                "tools_used": ["review_changes"], "summary": "reviewed"}),
     )
     .await;
@@ -137,8 +139,8 @@ async fn a_finished_session_reports_what_it_researched_proved_changed_and_tested
     assert_eq!(r["query_frame"]["slots"]["target_feature"]["quote"], "a logout function");
     assert_eq!(r["hypotheses"][0]["hypothesis"], "login keeps the user on the session");
     assert_eq!(r["impact"]["must_verify"][0], "src/auth.py: login and logout share the session");
-    assert_eq!(r["reviews"][0]["reviewed_files"][0]["decision"], "keep");
-    assert_eq!(r["verification"][0]["passed"], true);
+    assert_eq!(r["reviews"][0]["reviewed_files"][0]["action"], " keep");
+    assert_eq!(r["verification"][0]["passed"], "true");
     // Tool calls per step, with their arguments; the refused submission among them.
     let steps = r["steps"].as_array().unwrap();
     let exploration = steps.iter().find(|s| s["phase"] == "EXPLORATION").unwrap();
@@ -231,6 +233,11 @@ async fn a_finished_session_reports_what_it_researched_proved_changed_and_tested
     assert!(md.contains("“a logout function”"), "{md}");
     assert!(md.contains(&format!("{:>5}  def logout(session):", cited[0].0)), "{md}");
     assert!(md.contains("**partial** logout does not clear the token yet"), "{md}");
+    assert!(md.contains("- **passed**, as the agent reported"), "{md}");
+    assert!(md.contains("| `src/auth.py` | keep | the task's change |"), "{md}");
+    // The agent's text cannot add HTML to a pull request's description.
+    assert!(md.contains("never run: &lt;script&gt;alert(1)&lt;/script&gt;"), "{md}");
+    assert!(!md.contains("<script"), "{md}");
 
     // HTML: one self-contained page.
     let page = root.join("report.html");
@@ -301,6 +308,7 @@ async fn a_cleaned_session_and_one_in_progress_say_so() {
     assert_eq!(r["phase_at_end"], "EXPLORATION");
     let current = r["steps"].as_array().unwrap().last().unwrap();
     assert_eq!(current["phase"], "EXPLORATION");
+    assert!(current["summary"].as_str().unwrap().starts_with("(in progress"), "{current}");
     assert_eq!(current["calls"].as_array().unwrap().len(), 0, "calls not yet submitted live in the server's memory");
 
     let (code, _, errors) = run_cli(root, &["clean"], "");
@@ -309,6 +317,10 @@ async fn a_cleaned_session_and_one_in_progress_say_so() {
     assert_eq!(r["ended"], "cleaned");
     assert_eq!(r["phase_at_end"], "EXPLORATION");
     assert!(r["outcome"].as_str().unwrap().starts_with("Cleaned"), "{}", r["outcome"]);
+    // The step it was cleaned in is not timed up to the clean (which may be days later).
+    let last = r["steps"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["ms"], 0, "{last}");
+    assert!(last["summary"].as_str().unwrap().contains("cleaned in this step"), "{last}");
     let (_, md, _) = run_cli(root, &["report", &id], "");
     assert!(md.contains("> **Cleaned"), "{md}");
     // A cleaned session is no finished one to record an outcome for.

@@ -3,6 +3,9 @@
 //! committed, not what the work tree holds now). Objects are read bounded: a report may be made
 //! of a teammate's session, in a clone that has only part of it.
 
+use std::path::Path;
+use std::time::Duration;
+
 use gix::ObjectId;
 use serde::Serialize;
 use similar::TextDiff;
@@ -16,6 +19,8 @@ const MAX_DIFF_BYTES: usize = 64 * 1024;
 const MAX_TOTAL_DIFF_BYTES: usize = 512 * 1024;
 /// Lines shown around the cited ones, and the most cited lines quoted.
 const CONTEXT_LINES: usize = 3;
+/// The longest one file's diff may take to compute (the result is then coarser, never wrong).
+const DIFF_TIMEOUT: Duration = Duration::from_millis(200);
 const MAX_QUOTED_LINES: usize = 40;
 
 /// One file the session changed.
@@ -27,7 +32,9 @@ pub struct FileDiff {
     pub additions: usize,
     pub deletions: usize,
     pub binary: bool,
-    /// Unified diff; cut when long (see `truncated`).
+    /// Over the size a report reads (2 MiB a side): no diff.
+    pub too_large: bool,
+    /// Unified diff; cut when long, or left out past the report's budget (see `truncated`).
     pub patch: String,
     pub truncated: bool,
 }
@@ -60,8 +67,12 @@ pub(super) fn has_commit(repo: &gix::Repository, commit: &str) -> bool {
 }
 
 /// The lines `evidence` (`path:N` or `path:N-M`) names in `commit`; None when it is no evidence.
-pub(super) fn quote(repo: &gix::Repository, commit: &str, evidence: &str) -> Option<Quote> {
-    let at = code_intel_workflow::engine::evidence::parse(evidence)?;
+pub(super) fn quote(repo: &gix::Repository, root: &Path, commit: &str, evidence: &str) -> Option<Quote> {
+    let mut at = code_intel_workflow::engine::evidence::parse(evidence)?;
+    // As the engine read it: relative to the work tree's root, `./` and `a/..` resolved.
+    let relative =
+        Path::new(&at.path).strip_prefix(root).map_or_else(|_| at.path.clone(), |p| p.to_string_lossy().into_owned());
+    at.path = lexical(&code_intel_workflow::engine::submit::normalize_rel(&relative));
     let mut quote = Quote {
         path: at.path.clone(),
         start: at.start,
@@ -100,6 +111,21 @@ pub(super) fn quote(repo: &gix::Repository, commit: &str, evidence: &str) -> Opt
         });
     }
     Some(quote)
+}
+
+/// `a/./b/../c` as `a/c` (a path that climbs out of the root keeps its `..`: not in any commit).
+fn lexical(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
 }
 
 /// The bytes of `path` in `commit`: None when the commit has no such file.
@@ -151,22 +177,31 @@ pub(super) fn diff(repo: &gix::Repository, base: &str, tip: &str) -> Result<Vec<
             }
         };
         let path = path.to_string();
-        let (old, new) = (read(old_id), read(new_id));
         let mut file = FileDiff {
             path: path.clone(),
             change,
             additions: 0,
             deletions: 0,
             binary: false,
+            too_large: false,
             patch: String::new(),
             truncated: false,
         };
+        // Past the budget, files are listed without their diff (nothing more is read).
+        if budget == 0 {
+            file.truncated = true;
+            out.push(file);
+            continue;
+        }
+        let (old, new) = (read(old_id), read(new_id));
+        file.too_large = old.is_none() || new.is_none();
         match (old, new) {
             (Some(old), Some(new))
                 if !code_intel_codebase::walk::looks_binary(&old) && !code_intel_codebase::walk::looks_binary(&new) =>
             {
                 let (old, new) = (String::from_utf8_lossy(&old), String::from_utf8_lossy(&new));
-                let text = TextDiff::from_lines(old.as_ref(), new.as_ref());
+                // Bounded in time as in size: the files may be another clone's choosing.
+                let text = TextDiff::configure().timeout(DIFF_TIMEOUT).diff_lines(old.as_ref(), new.as_ref());
                 for c in text.iter_all_changes() {
                     match c.tag() {
                         similar::ChangeTag::Insert => file.additions += 1,
@@ -191,10 +226,20 @@ pub(super) fn diff(repo: &gix::Repository, base: &str, tip: &str) -> Result<Vec<
                 budget = budget.saturating_sub(patch.len());
                 file.patch = patch;
             }
-            _ => file.binary = true,
+            _ => file.binary = !file.too_large,
         }
         out.push(file);
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_evidence_path_is_read_as_the_engine_read_it() {
+        assert_eq!(super::lexical("./src/./a/../b.rs"), "src/b.rs");
+        assert_eq!(super::lexical("../x.rs"), "../x.rs");
+        assert_eq!(super::lexical("src//b.rs"), "src/b.rs");
+    }
 }

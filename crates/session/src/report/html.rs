@@ -2,8 +2,9 @@
 //! asset, nothing fetched. Every text from the session (the agent's words, a teammate's data,
 //! code) is escaped.
 
-use super::markdown::{
-    EXPLORED, calls_line, duration, merge_label, not_committed, one_line, provenance, text, tool_counts, when,
+use super::text::{
+    EXPLORED, args, calls_line, diff_totals, duration, issues, merge_label, not_committed, one_line, provenance,
+    reviewed_files, slots, text, tool_counts, truthy, when,
 };
 use super::{Ended, Report};
 
@@ -84,17 +85,13 @@ pub fn html(r: &Report) -> String {
     putln!(o, "<blockquote>{}</blockquote>", e(&r.query).replace('\n', "<br>"));
     if let Some(frame) = &r.query_frame {
         o.push_str("<h3>QueryFrame</h3><table><tr><th>Slot</th><th>Value</th><th>Quote from the request</th></tr>");
-        for (name, slot) in frame["slots"].as_object().into_iter().flatten() {
-            let (value, quote) = match slot {
-                serde_json::Value::String(s) => (s.clone(), String::new()),
-                other => (text(&other["value"]), text(&other["quote"])),
-            };
+        for (name, value, quote) in slots(frame) {
             let quote = if quote.is_empty() {
                 String::new()
             } else {
                 format!("<span class=\"quote\">“{}”</span>", e(&quote))
             };
-            put!(o, "<tr><td>{}</td><td>{}</td><td>{quote}</td></tr>", e(name), e(&value));
+            put!(o, "<tr><td>{}</td><td>{}</td><td>{quote}</td></tr>", e(&name), e(&value));
         }
         for key in ["action_type", "target_symbols", "scope", "constraints"] {
             if !frame[key].is_null() {
@@ -140,8 +137,7 @@ pub fn html(r: &Report) -> String {
     if !r.hypotheses.is_empty() {
         o.push_str("<h2>Hypotheses</h2><ul>");
         for h in &r.hypotheses {
-            let (class, mark) =
-                if h["result"].as_bool() == Some(true) { ("ok", "confirmed") } else { ("bad", "not confirmed") };
+            let (class, mark) = if truthy(&h["result"]) { ("ok", "confirmed") } else { ("bad", "not confirmed") };
             put!(o, "<li><span class=\"{class}\">{mark}</span> {}", e(&text(&h["hypothesis"])));
             if !h["evidence"].is_null() {
                 put!(o, "<br><span class=\"muted\">evidence:</span> {}", e(&text(&h["evidence"])));
@@ -199,7 +195,7 @@ pub fn html(r: &Report) -> String {
         }
         o.push_str("<ul>");
         for v in &r.verification {
-            let (class, word) = if v["passed"].as_bool() == Some(true) { ("ok", "passed") } else { ("bad", "failed") };
+            let (class, word) = if truthy(&v["passed"]) { ("ok", "passed") } else { ("bad", "failed") };
             put!(
                 o,
                 "<li><span class=\"{class}\">{word}</span>, as the agent reported (verifier: {}): {}</li>",
@@ -218,11 +214,7 @@ pub fn html(r: &Report) -> String {
                 "<p>The commit message:</p><pre>{}</pre><table><tr><th>File</th><th>Decision</th><th>Reason</th></tr>",
                 e(&text(&rv["commit_message"]))
             );
-            for f in rv["reviewed_files"].as_array().into_iter().flatten() {
-                let (file, decision, reason) = match f {
-                    serde_json::Value::String(p) => (p.clone(), "keep".to_owned(), String::new()),
-                    _ => (text(&f["file"]), text(&f["decision"]), text(&f["reason"])),
-                };
+            for (file, decision, reason) in reviewed_files(rv) {
                 put!(
                     o,
                     "<tr><td><code>{}</code></td><td>{}{}</td><td>{}</td></tr>",
@@ -235,7 +227,7 @@ pub fn html(r: &Report) -> String {
             o.push_str("</table>\n");
         }
         for q in &r.quality_reviews {
-            let issues: Vec<String> = q["issues"].as_array().into_iter().flatten().map(text).collect();
+            let issues = issues(q);
             let verdict = if issues.is_empty() {
                 "<span class=\"ok\">passed</span>".to_owned()
             } else {
@@ -273,7 +265,7 @@ pub fn html(r: &Report) -> String {
         }
     }
     if !r.diff.is_empty() {
-        let (a, d): (usize, usize) = r.diff.iter().fold((0, 0), |(a, d), f| (a + f.additions, d + f.deletions));
+        let (a, d) = diff_totals(r);
         putln!(o, "<h2>Diff <span class=\"muted\">{} file(s), +{a} −{d}</span></h2>", r.diff.len());
         for f in &r.diff {
             put!(
@@ -284,8 +276,15 @@ pub fn html(r: &Report) -> String {
                 f.additions,
                 f.deletions
             );
-            if f.binary {
-                o.push_str("<p class=\"muted\">binary, or too large to show</p>");
+            if f.binary || f.too_large || f.patch.is_empty() {
+                let why = if f.too_large {
+                    "too large to diff"
+                } else if f.binary {
+                    "binary"
+                } else {
+                    "past the report's diff budget"
+                };
+                put!(o, "<p class=\"muted\">{why}</p>");
                 continue;
             }
             o.push_str("<pre>");
@@ -336,7 +335,7 @@ pub fn html(r: &Report) -> String {
                     o,
                     "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{} ms</td><td>{result}</td></tr>",
                     e(&c.tool),
-                    e(&one_line(&c.args, 200)),
+                    e(&one_line(&args(&c.args), 200)),
                     c.ms
                 );
             }

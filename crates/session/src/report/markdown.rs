@@ -1,13 +1,17 @@
 //! The report as Markdown: for a pull request's description or a terminal.
 
-use super::{Ended, Provenance, Report};
+use super::text::{
+    EXPLORED, args, calls_line, diff_totals, duration, issues, merge_label, not_committed, one_line, provenance,
+    reviewed_files, slots, text, tool_counts, truthy, when,
+};
+use super::{Ended, Report};
 
 /// The report in Markdown.
 pub fn markdown(r: &Report) -> String {
     let mut o = String::new();
-    putln!(o, "# Session report: {}\n", one_line(&r.query, 100));
+    putln!(o, "# Session report: {}\n", md(&one_line(&r.query, 100)));
     table_header(&mut o);
-    putln!(o, "| Session | `{}` ({}) |", r.session_id, r.intent);
+    putln!(o, "| Session | {} ({}) |", code(&r.session_id), cell(&r.intent));
     putln!(o, "| Outcome | {} |", cell(&r.outcome));
     putln!(o, "| Time | {} → {} ({}) |", when(&r.created_at), when(&r.ended_at), duration(r.total_ms));
     putln!(o, "| Recorded by | {} |", provenance(r.recorded_by));
@@ -26,22 +30,18 @@ pub fn markdown(r: &Report) -> String {
         putln!(o, "| User's verdict | **{}** {} ({}) |", cell(&u.outcome), cell(&u.note), when(&u.recorded_at));
     }
     if r.ended != Ended::Completed {
-        putln!(o, "\n> **{}**", r.outcome);
+        putln!(o, "\n> **{}**", md(&r.outcome));
     }
 
     putln!(o, "\n## Request\n");
     for line in r.query.lines() {
-        putln!(o, "> {line}");
+        putln!(o, "> {}", md(line));
     }
     if let Some(frame) = &r.query_frame {
         putln!(o, "\n### QueryFrame\n\n| Slot | Value | Quote from the request |\n|---|---|---|");
-        for (name, slot) in frame["slots"].as_object().into_iter().flatten() {
-            let (value, quote) = match slot {
-                serde_json::Value::String(s) => (s.clone(), String::new()),
-                other => (text(&other["value"]), text(&other["quote"])),
-            };
+        for (name, value, quote) in slots(frame) {
             let quote = if quote.is_empty() { String::new() } else { format!("“{}”", cell(&quote)) };
-            putln!(o, "| {name} | {} | {quote} |", cell(&value));
+            putln!(o, "| {} | {} | {quote} |", cell(&name), cell(&value));
         }
         for key in ["action_type", "target_symbols", "scope", "constraints"] {
             if !frame[key].is_null() {
@@ -53,33 +53,33 @@ pub fn markdown(r: &Report) -> String {
     putln!(o, "\n## Exploration\n");
     putln!(o, "| Phase | Time | Tool calls |\n|---|---|---|");
     for p in &r.time {
-        putln!(o, "| {} | {} | {} |", p.phase, duration(p.ms), tool_counts(r, &p.phase));
+        putln!(o, "| {} | {} | {} |", cell(&p.phase), duration(p.ms), cell(&tool_counts(r, &p.phase)));
     }
     if !r.explored_files.is_empty() {
-        let shown: Vec<String> = r.explored_files.iter().take(40).map(|f| format!("`{f}`")).collect();
+        let shown: Vec<String> = r.explored_files.iter().take(40).map(|f| code(f)).collect();
         let more = r.explored_files.len().saturating_sub(shown.len());
         let more = if more > 0 { format!(" and {more} more") } else { String::new() };
         putln!(o, "\n{} ({}): {}{more}", EXPLORED, r.explored_files.len(), shown.join(", "));
     }
     for s in r.steps.iter().filter(|s| s.phase == "EXPLORATION") {
         for f in s.payload["findings"].as_array().into_iter().flatten() {
-            putln!(o, "- {}", one_line(&text(f), 400));
+            putln!(o, "- {}", md(&one_line(&text(f), 400)));
         }
     }
     for s in r.steps.iter().filter(|s| s.phase == "SEMANTIC") {
-        putln!(o, "\nSemantic search `{}`:", one_line(&text(&s.payload["search_query"]), 200));
+        putln!(o, "\nSemantic search {}:", code(&one_line(&text(&s.payload["search_query"]), 200)));
         for f in s.payload["search_results"].as_array().into_iter().flatten() {
-            putln!(o, "- {}", one_line(&text(f), 300));
+            putln!(o, "- {}", md(&one_line(&text(f), 300)));
         }
     }
 
     if !r.hypotheses.is_empty() {
         putln!(o, "\n## Hypotheses\n");
         for h in &r.hypotheses {
-            let mark = if h["result"].as_bool() == Some(true) { "confirmed" } else { "not confirmed" };
-            putln!(o, "- **{mark}**: {}", one_line(&text(&h["hypothesis"]), 300));
+            let mark = if truthy(&h["result"]) { "confirmed" } else { "not confirmed" };
+            putln!(o, "- **{mark}**: {}", md(&one_line(&text(&h["hypothesis"]), 300)));
             if !h["evidence"].is_null() {
-                putln!(o, "  - evidence: {}", one_line(&text(&h["evidence"]), 400));
+                putln!(o, "  - evidence: {}", md(&one_line(&text(&h["evidence"]), 400)));
             }
         }
     }
@@ -91,29 +91,30 @@ pub fn markdown(r: &Report) -> String {
     if !r.tasks.is_empty() {
         putln!(o, "\n## Plan and tasks\n");
         for t in &r.tasks {
-            putln!(o, "### {}: {} ({})\n", t.id, one_line(&t.description, 200), t.status);
+            putln!(o, "### {}: {} ({})\n", md(&t.id), md(&one_line(&t.description, 200)), t.status);
             if t.failure_count > 0 {
                 putln!(o, "Failed verification {} time(s).\n", t.failure_count);
             }
             for i in &t.items {
                 let done = if i.status == "done" { "x" } else { " " };
                 let tail = match (&i.evidence, &i.reason) {
-                    (Some(e), _) => format!(" — `{e}`"),
-                    (None, Some(reason)) => format!(" — {} ({})", i.status, one_line(reason, 200)),
-                    _ => format!(" — {}", i.status),
+                    (Some(e), _) => format!(" — {}", code(e)),
+                    (None, Some(reason)) => format!(" — {} ({})", md(&i.status), md(&one_line(reason, 200))),
+                    _ => format!(" — {}", md(&i.status)),
                 };
-                putln!(o, "- [{done}] {}{tail}", one_line(&i.item, 200));
+                putln!(o, "- [{done}] {}{tail}", md(&one_line(&i.item, 200)));
                 if let Some(q) = &i.quote {
                     if let Some(p) = &q.problem {
-                        putln!(o, "  - **{}**", p);
+                        putln!(o, "  - **{}**", md(p));
                     }
-                    let cited: Vec<&super::code::QuotedLine> = q.lines.iter().filter(|l| l.cited).collect();
+                    let cited: Vec<String> = q
+                        .lines
+                        .iter()
+                        .filter(|l| l.cited)
+                        .map(|l| format!("{:>5}  {}", l.number, plain(&l.text)))
+                        .collect();
                     if !cited.is_empty() {
-                        putln!(o, "\n  ```{}", fence_lang(&q.path));
-                        for l in cited {
-                            putln!(o, "  {:>5}  {}", l.number, l.text);
-                        }
-                        putln!(o, "  ```\n");
+                        fenced(&mut o, "  ", fence_lang(&q.path), &cited);
                     }
                 }
             }
@@ -127,16 +128,16 @@ pub fn markdown(r: &Report) -> String {
             putln!(
                 o,
                 "Commands the instructions named: {}\n",
-                r.verify_commands.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+                r.verify_commands.iter().map(|c| code(c)).collect::<Vec<_>>().join(", ")
             );
         }
         for v in &r.verification {
-            let passed = if v["passed"].as_bool() == Some(true) { "passed" } else { "failed" };
+            let passed = if truthy(&v["passed"]) { "passed" } else { "failed" };
             putln!(
                 o,
                 "- **{passed}**, as the agent reported (verifier: {}): {}",
-                text(&v["verifier_used"]),
-                one_line(&text(&v["details"]), 600)
+                md(&one_line(&text(&v["verifier_used"]), 200)),
+                md(&one_line(&text(&v["details"]), 600))
             );
         }
     }
@@ -146,18 +147,15 @@ pub fn markdown(r: &Report) -> String {
         for (n, rv) in r.reviews.iter().enumerate() {
             putln!(o, "Review {}, the commit message:\n", n + 1);
             for line in text(&rv["commit_message"]).lines() {
-                putln!(o, "> {line}");
+                putln!(o, "> {}", md(line));
             }
             o.push('\n');
             putln!(o, "| File | Decision | Reason |\n|---|---|---|");
-            for f in rv["reviewed_files"].as_array().into_iter().flatten() {
-                let (file, decision, reason) = match f {
-                    serde_json::Value::String(p) => (p.clone(), "keep".to_owned(), String::new()),
-                    _ => (text(&f["file"]), text(&f["decision"]), text(&f["reason"])),
-                };
+            for (file, decision, reason) in reviewed_files(rv) {
                 putln!(
                     o,
-                    "| `{file}` | {}{} | {} |",
+                    "| {} | {}{} | {} |",
+                    cell_code(&file),
                     cell(&decision),
                     not_committed(r, &file, &decision),
                     cell(&reason)
@@ -166,11 +164,11 @@ pub fn markdown(r: &Report) -> String {
             o.push('\n');
         }
         for q in &r.quality_reviews {
-            let issues: Vec<String> = q["issues"].as_array().into_iter().flatten().map(text).collect();
+            let issues = issues(q);
             let verdict = if issues.is_empty() { "passed".to_owned() } else { format!("{} issue(s)", issues.len()) };
-            putln!(o, "- Quality review: score {}, {verdict}", text(&q["quality_score"]));
+            putln!(o, "- Quality review: score {}, {verdict}", md(&one_line(&text(&q["quality_score"]), 40)));
             for i in issues {
-                putln!(o, "  - {}", one_line(&i, 300));
+                putln!(o, "  - {}", md(&one_line(&i, 300)));
             }
         }
     }
@@ -181,7 +179,7 @@ pub fn markdown(r: &Report) -> String {
         table_header(&mut o);
         let row = |o: &mut String, k: &str, v: &Option<String>| {
             if let Some(v) = v {
-                putln!(o, "| {k} | `{v}` |");
+                putln!(o, "| {k} | {} |", cell_code(v));
             }
         };
         row(&mut o, "Task branch", &g.task_branch);
@@ -190,25 +188,28 @@ pub fn markdown(r: &Report) -> String {
         row(&mut o, "Task commit", &g.task_commit);
         row(&mut o, merge_label(r), &g.merge_commit);
         if !r.diff.is_empty() {
-            let (a, d): (usize, usize) = r.diff.iter().fold((0, 0), |(a, d), f| (a + f.additions, d + f.deletions));
+            let (a, d) = diff_totals(r);
             putln!(o, "\n{} file(s), +{a} −{d}:\n", r.diff.len());
             for f in &r.diff {
-                let bin = if f.binary { " (binary)" } else { "" };
-                putln!(o, "- `{}` {} +{} −{}{bin}", f.path, f.change, f.additions, f.deletions);
+                let bin = match (f.binary, f.too_large) {
+                    (_, true) => " (too large to diff)",
+                    (true, _) => " (binary)",
+                    _ => "",
+                };
+                putln!(o, "- {} {} +{} −{}{bin}", code(&f.path), f.change, f.additions, f.deletions);
             }
         }
         if let Some(note) = &g.note {
-            putln!(
-                o,
-                "\n<details><summary>The merge note (refs/notes/code-intel)</summary>\n\n```json\n{}\n```\n</details>",
-                note.trim()
-            );
+            putln!(o, "\n<details><summary>The merge note (refs/notes/code-intel)</summary>\n");
+            let lines: Vec<String> = note.trim().lines().map(plain).collect();
+            fenced(&mut o, "", "json", &lines);
+            putln!(o, "</details>");
         }
     }
 
     putln!(o, "\n## Steps\n");
     for (n, s) in r.steps.iter().enumerate() {
-        let task = s.task.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
+        let task = s.task.as_deref().map(|t| format!(" ({})", md(t))).unwrap_or_default();
         putln!(
             o,
             "{}. **{}**{task} — {}, {} call(s): {}",
@@ -216,24 +217,29 @@ pub fn markdown(r: &Report) -> String {
             s.phase,
             duration(s.ms),
             s.calls.len(),
-            one_line(&s.summary, 300)
+            md(&one_line(&s.summary, 300))
         );
         for c in &s.calls {
             let err = match (&c.error, &c.detail) {
-                (Some(e), Some(d)) => format!(" → **{e}**: {}", one_line(d, 300)),
-                (Some(e), None) => format!(" → **{e}**"),
+                (Some(e), Some(d)) => format!(" → **{}**: {}", md(e), md(&one_line(d, 300))),
+                (Some(e), None) => format!(" → **{}**", md(e)),
                 _ => String::new(),
             };
-            putln!(o, "   - `{}` {} ({} ms){err}", c.tool, one_line(&c.args, 160), c.ms);
+            putln!(o, "   - {} {} ({} ms){err}", code(&c.tool), code(&one_line(&args(&c.args), 160)), c.ms);
         }
     }
     if !r.notes.is_empty() {
         putln!(o, "\n## Not shown\n");
         for n in &r.notes {
-            putln!(o, "- {n}");
+            putln!(o, "- {}", md(n));
         }
     }
-    putln!(o, "\n---\nMade by `git code-intel report {}` (report version {}).", r.session_id, r.report_version);
+    putln!(
+        o,
+        "\n---\nMade by {} (report version {}).",
+        code(&format!("git code-intel report {}", r.session_id)),
+        r.report_version
+    );
     o
 }
 
@@ -241,98 +247,72 @@ fn table_header(o: &mut String) {
     o.push_str("| | |\n|---|---|\n");
 }
 
-/// What the explored set is, as the report lists it.
-pub(super) const EXPLORED: &str = "Explored files (named in a payload, or shown by a tool's answer)";
-
-/// A note for a file kept in a review that the session's commit does not change (the user's own
-/// change from before the task, left uncommitted, or a file the commit did not touch after all).
-pub(super) fn not_committed(r: &Report, file: &str, decision: &str) -> &'static str {
-    let in_commit = r.diff.iter().any(|f| f.path == file);
-    if decision == "keep" && !in_commit && (r.git.task_commit.is_some() || r.git.merge_commit.is_some()) {
-        " (not in the commit)"
-    } else {
-        ""
-    }
-}
-
-/// How many tools were called, and submissions made (and refused).
-pub(super) fn calls_line(r: &Report) -> String {
-    format!(
-        "{} tool call(s) besides start_session and submit_phase; {} submission(s) accepted, {} refused",
-        r.tool_calls, r.submissions, r.refused_submissions
-    )
-}
-
-/// The merge row's label and what it says.
-pub(super) fn merge_label(r: &Report) -> &'static str {
-    if r.git.fast_forward { "Merged (fast-forward to the task commit)" } else { "Merge commit" }
-}
-
-pub(super) fn provenance(p: Provenance) -> &'static str {
-    match p {
-        Provenance::ThisWorkTree => "this work tree (in progress)",
-        Provenance::ThisClone => "this clone",
-        Provenance::AnotherClone => "another clone (fetched with the shared history)",
-    }
-}
-
-/// The tools called in a phase, each with how often.
-pub(super) fn tool_counts(r: &Report, phase: &str) -> String {
-    let mut counts: Vec<(String, usize)> = Vec::new();
-    for c in r.steps.iter().filter(|s| s.phase == phase).flat_map(|s| &s.calls) {
-        let name = if c.tool == "submit_phase" { "submit_phase refused".to_owned() } else { c.tool.clone() };
-        match counts.iter_mut().find(|(t, _)| *t == name) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((name, 1)),
+/// Text as Markdown shows it and nothing more: the characters that would make a link, an HTML
+/// tag, a code span or a table column are escaped (emphasis is left: it hides nothing), and
+/// control characters (a terminal's escape sequences among them) dropped. What the session
+/// holds came from an agent, or another clone.
+fn md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in plain(s).chars() {
+        match ch {
+            '\\' | '`' | '[' | ']' | '|' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
         }
     }
-    if counts.is_empty() {
-        return "—".into();
-    }
-    counts.iter().map(|(t, n)| if *n > 1 { format!("{t} ×{n}") } else { t.clone() }).collect::<Vec<_>>().join(", ")
+    out
 }
 
-/// A JSON value as text: strings as they are, anything else as compact JSON.
-pub(super) fn text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::Null => String::new(),
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+/// Text without control characters (a tab is a space).
+fn plain(s: &str) -> String {
+    s.chars()
+        .filter_map(|c| {
+            if c == '\t' {
+                Some(' ')
+            } else if c.is_control() {
+                None
+            } else {
+                Some(c)
+            }
+        })
+        .collect()
 }
 
-/// One line of at most `max` characters.
-pub(super) fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let cut: String = flat.chars().take(max).collect();
-        format!("{cut}…")
-    }
-}
-
-/// Text fit for a Markdown table cell.
+/// Text fit for a table cell: one line, escaped.
 fn cell(s: &str) -> String {
-    one_line(s, 300).replace('|', "\\|")
+    md(&one_line(s, 300))
 }
 
-/// An RFC 3339 time as a reader wants it: to the second, in UTC.
-pub(super) fn when(rfc3339: &str) -> String {
-    chrono::DateTime::parse_from_rfc3339(rfc3339).map_or_else(
-        |_| rfc3339.to_owned(),
-        |t| t.with_timezone(&chrono::Utc).format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-    )
+/// A code span holding `s` whatever backticks it has (CommonMark: a fence longer than any run
+/// inside, padded with spaces when `s` starts or ends with one).
+fn code(s: &str) -> String {
+    let s = plain(&s.replace('\n', " "));
+    let fence = "`".repeat(longest_backtick_run(&s) + 1);
+    let pad = if s.starts_with('`') || s.ends_with('`') { " " } else { "" };
+    format!("{fence}{pad}{s}{pad}{fence}")
 }
 
-pub(super) fn duration(ms: u64) -> String {
-    if ms < 1_000 {
-        format!("{ms} ms")
-    } else if ms < 60_000 {
-        format!("{:.1} s", ms as f64 / 1000.0)
-    } else {
-        format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000)
+/// A code span in a table cell (a `|` would end the cell, even inside the span).
+fn cell_code(s: &str) -> String {
+    code(&s.replace('|', "¦"))
+}
+
+/// A fenced code block of `lines`, the fence longer than any run of backticks in them.
+fn fenced(o: &mut String, indent: &str, lang: &str, lines: &[String]) {
+    let fence = "`".repeat(lines.iter().map(|l| longest_backtick_run(l)).max().unwrap_or(0).max(2) + 1);
+    putln!(o, "\n{indent}{fence}{lang}");
+    for l in lines {
+        putln!(o, "{indent}{l}");
     }
+    putln!(o, "{indent}{fence}\n");
+}
+
+fn longest_backtick_run(s: &str) -> usize {
+    s.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 fn fence_lang(path: &str) -> &'static str {
@@ -377,5 +357,22 @@ fn nested(o: &mut String, v: &serde_json::Value, depth: usize) {
         other => {
             putln!(o, "{pad}- {}", one_line(&text(other), 300));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_from_a_session_stays_text_in_markdown() {
+        assert_eq!(md("see [here](http://x) <b>|</b>"), "see \\[here\\](http://x) &lt;b&gt;\\|&lt;/b&gt;");
+        assert_eq!(md("\u{1b}]0;title\u{7}red"), "\\]0;titlered", "control characters dropped");
+        assert_eq!(code("src/a.rs"), "`src/a.rs`");
+        assert_eq!(code("a``b"), "```a``b```");
+        assert_eq!(code("`x"), "`` `x ``");
+        let mut o = String::new();
+        fenced(&mut o, "", "", &["```".to_owned(), "x".to_owned()]);
+        assert!(o.starts_with("\n````\n```\nx\n````"), "{o}");
     }
 }

@@ -6,11 +6,11 @@
 //! What a report is made from is kept with the session: each accepted submission adds a
 //! [`TrailStep`] to the checkpoint (the tools served in the step, the payload, the commit its git
 //! work made), and when the session ends the history record gets the report data beside it
-//! ([`kept`], `report.json`), so a fresh clone that fetched the shared history can report it. A
+//! ([`crate::session::trail::kept`], `report.json`), so a fresh clone that fetched the shared history can report it. A
 //! teammate's report data is another clone's writing: read bounded, parsed into these types or
 //! refused, and only ever shown to a person (escaped in HTML), never sent to an agent.
 //!
-//! [`load`] finds a session and assembles its [`Report`]; [`markdown`] and [`html`] render it;
+//! [`load`] finds a session and assembles its [`Report`]; [`markdown()`] and [`html()`] render it;
 //! the JSON form is the [`Report`] itself, versioned by [`REPORT_VERSION`].
 
 use std::path::Path;
@@ -37,11 +37,16 @@ macro_rules! putln {
 mod code;
 mod html;
 mod markdown;
+mod text;
 
 pub use crate::session::trail::{Ended, Kept, REPORT_VERSION};
 pub use html::html;
 pub use markdown::markdown;
 
+/// The longest a step counts for (a year): times are data another clone may have written.
+const MAX_STEP_MS: u64 = 365 * 24 * 3_600_000;
+/// The most evidence a report quotes (each reads a file of the commit).
+const MAX_QUOTES: usize = 500;
 /// How many history records a search for a session looks at.
 const HISTORY_SEARCH: usize = 2_000;
 
@@ -212,32 +217,45 @@ pub fn load(root: &Path, target: Option<&str>) -> Result<Report, Error> {
             })?;
             from_history(&store, &finished)?
         }
-        Some(target) => match store.unfinished(target) {
-            Ok(Some(stored)) => (
-                Kept {
-                    report_version: REPORT_VERSION,
-                    ended: Ended::InProgress,
-                    ended_at: crate::session::now(),
-                    session: stored.checkpoint,
-                },
-                Provenance::ThisWorkTree,
-            ),
-            _ => {
-                let session_id = match store.find_finished(target, HISTORY_SEARCH) {
-                    Ok(Some(finished)) => return assemble(root, from_history(&store, &finished)?),
-                    _ => session_of_commit(root, target)?,
-                };
-                let finished = store
-                    .find_finished(&session_id, HISTORY_SEARCH)
-                    .map_err(unreadable("the session history"))?
-                    .ok_or_else(|| {
-                        Error::NotFound(format!(
-                            "the note on {target} names session {session_id}, which is not in refs/code-intel/history: fetch it with `git code-intel share pull`"
-                        ))
-                    })?;
-                from_history(&store, &finished)?
+        Some(target) => {
+            // A target that cannot be a session's ref name (`HEAD~2`) is not one; a session
+            // this work tree cannot read is said so.
+            let unfinished = match store.unfinished(target) {
+                Ok(found) => found,
+                Err(crate::Error::Git(_)) => None,
+                Err(source) => return Err(Error::Unreadable { what: format!("session {target}"), source }),
+            };
+            match unfinished {
+                Some(stored) => (
+                    Kept {
+                        report_version: REPORT_VERSION,
+                        ended: Ended::InProgress,
+                        ended_at: crate::session::now(),
+                        session: stored.checkpoint,
+                    },
+                    Provenance::ThisWorkTree,
+                ),
+                None => {
+                    let found =
+                        store.find_finished(target, HISTORY_SEARCH).map_err(unreadable("the session history"))?;
+                    let finished = match found {
+                        Some(finished) => finished,
+                        None => {
+                            let session_id = session_of_commit(root, target)?;
+                            store
+                                .find_finished(&session_id, HISTORY_SEARCH)
+                                .map_err(unreadable("the session history"))?
+                                .ok_or_else(|| {
+                                    Error::NotFound(format!(
+                                        "the note on {target} names session {session_id}, which is not in refs/code-intel/history: fetch it with `git code-intel share pull`"
+                                    ))
+                                })?
+                        }
+                    };
+                    from_history(&store, &finished)?
+                }
             }
-        },
+        }
     };
     assemble(root, (kept, provenance))
 }
@@ -298,7 +316,7 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
     let Kept { ended, ended_at, session, .. } = kept;
     let st = &session.orchestrator_state;
     let mut notes = Vec::new();
-    let steps = steps_of(&session, &ended_at);
+    let steps = steps_of(&session, ended, &ended_at);
     let payloads = |phase: &str| -> Vec<&serde_json::Value> {
         steps.iter().filter(|s| s.phase == phase).map(|s| &s.payload).collect()
     };
@@ -307,7 +325,7 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
         .into_iter()
         .flat_map(|p| p["hypotheses_verified"].as_array().cloned().unwrap_or_default())
         .collect();
-    let git = GitFacts {
+    let mut git = GitFacts {
         task_branch: st.task_branch.clone(),
         base_branch: st.base_branch.clone(),
         base_commit: st.base_commit.clone(),
@@ -321,7 +339,6 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
         note: None,
     };
     let repo = gix::open(root).ok();
-    let mut git = git;
     git.fast_forward = git.merge_commit.is_some() && git.merge_commit == git.task_commit;
     let code_commit = git.task_commit.clone().or_else(|| git.merge_commit.clone());
     let mut diff = Vec::new();
@@ -336,6 +353,7 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
             }
         }
     }
+    let mut quotes = 0usize;
     let tasks = st
         .tasks
         .iter()
@@ -361,12 +379,25 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
                     reason: i.reason.clone(),
                     quote: i.evidence.as_deref().and_then(|e| {
                         let (repo, commit) = (repo.as_ref()?, code_commit.as_deref()?);
-                        code::quote(repo, commit, e)
+                        quotes += 1;
+                        (quotes <= MAX_QUOTES).then(|| code::quote(repo, root, commit, e)).flatten()
                     }),
                 })
                 .collect(),
         })
         .collect();
+    for s in &steps {
+        if s.payload.get("omitted").is_some() {
+            notes.push(format!("the payload of {} was not kept ({})", s.step, text::text(&s.payload["omitted"])));
+        }
+    }
+    let not_kept: usize = session.trail.iter().map(|t| t.calls_not_kept).sum();
+    if not_kept > 0 {
+        notes.push(format!("{not_kept} tool call(s) beyond what a step keeps are counted, not listed"));
+    }
+    if quotes > MAX_QUOTES {
+        notes.push(format!("only the first {MAX_QUOTES} of {quotes} evidence items are quoted"));
+    }
     if let (Some(repo), Some(commit)) = (&repo, code_commit.as_deref())
         && !code::has_commit(repo, commit)
     {
@@ -376,7 +407,7 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
     }
     let outcome = outcome_line(ended, &session, &git);
     let time = time_by_phase(&steps);
-    let total_ms = steps.iter().map(|s| s.ms).sum();
+    let total_ms = steps.iter().fold(0u64, |sum, s| sum.saturating_add(s.ms));
     Ok(Report {
         report_version: REPORT_VERSION,
         session_id: st.session_id.clone(),
@@ -418,19 +449,21 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
 }
 
 /// The trail as steps, each timed from the step before it (the first from the session's start).
-fn steps_of(session: &Checkpoint, ended_at: &str) -> Vec<Step> {
+fn steps_of(session: &Checkpoint, ended: Ended, ended_at: &str) -> Vec<Step> {
     let mut started = session.orchestrator_state.created_at.clone();
     let mut out: Vec<Step> = session.trail.iter().map(|t| step_of(t, &mut started)).collect();
-    // An unfinished session's current step, from its last submission to now.
+    // An unfinished session's current step: in progress, from its last submission to now; a
+    // cleaned one's is not timed (when the work in it stopped is not known, only when it was
+    // cleaned, which may be days later).
     let st = &session.orchestrator_state;
     if !st.is_complete() {
-        let current = TrailStep {
-            step: crate::session::record_key(st),
-            submitted_at: ended_at.to_owned(),
-            ..TrailStep::default()
-        };
+        let until = if ended == Ended::InProgress { ended_at.to_owned() } else { started.clone() };
+        let current = TrailStep { step: crate::session::record_key(st), submitted_at: until, ..TrailStep::default() };
         let mut step = step_of(&current, &mut started);
-        step.summary = "(not submitted)".into();
+        step.summary = match ended {
+            Ended::InProgress => "(in progress: not submitted yet)".into(),
+            _ => "(not submitted: the session was cleaned in this step)".into(),
+        };
         out.push(step);
     }
     out
@@ -465,7 +498,8 @@ fn step_of(t: &TrailStep, started: &mut String) -> Step {
 fn millis_between(from: &str, to: &str) -> u64 {
     let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
     match (parse(from), parse(to)) {
-        (Some(a), Some(b)) => u64::try_from((b - a).num_milliseconds()).unwrap_or(0),
+        // A span another clone wrote cannot make the sums overflow: a year at most.
+        (Some(a), Some(b)) => u64::try_from((b - a).num_milliseconds()).unwrap_or(0).min(MAX_STEP_MS),
         _ => 0,
     }
 }
@@ -475,7 +509,7 @@ fn time_by_phase(steps: &[Step]) -> Vec<PhaseTime> {
     for s in steps {
         match out.iter_mut().find(|p| p.phase == s.phase) {
             Some(p) => {
-                p.ms += s.ms;
+                p.ms = p.ms.saturating_add(s.ms);
                 p.calls += s.calls.len();
             }
             None => out.push(PhaseTime { phase: s.phase.clone(), ms: s.ms, calls: s.calls.len() }),
