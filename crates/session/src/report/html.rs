@@ -18,7 +18,7 @@ const STYLE: &str = "body{font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans
 main{max-width:1180px;margin:0 auto;padding:24px 32px 48px;background:#fff}
 h1{font-size:24px;margin:0 0 12px}h2{font-size:19px;margin:28px 0 10px;border-bottom:1px solid #e2e8f0;padding-bottom:4px}
 h3{font-size:16px;margin:18px 0 6px}table{border-collapse:collapse;margin:6px 0}
-td,th{border:1px solid #e2e8f0;padding:4px 8px;vertical-align:top;text-align:left}th{background:#edf2f7}
+td,th{border:1px solid #e2e8f0;padding:4px 8px;vertical-align:top;text-align:left}th{background:#edf2f7;white-space:nowrap}
 code,pre{font:13px/1.4 ui-monospace,'DejaVu Sans Mono',monospace}pre{background:#f7fafc;border:1px solid #e2e8f0;padding:8px;overflow:auto;margin:6px 0}
 .outcome{padding:10px 14px;border-radius:6px;margin:10px 0;font-weight:600}
 .completed{background:#f0fff4;border:1px solid #9ae6b4}.cleaned,.failed{background:#fff5f5;border:1px solid #feb2b2}.in_progress{background:#fffff0;border:1px solid #faf089}
