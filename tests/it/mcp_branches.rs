@@ -23,7 +23,7 @@ fn fsck(root: &Path) {
 /// Commits `content` to `file` on `branch` without touching the index or the work tree (as a
 /// teammate's push would move the base).
 fn commit_on(root: &Path, branch: &str, file: &str, content: &str) {
-    let blob = pipe(root, &["hash-object", "-w", "--stdin"], content);
+    let blob = crate::common::git_with_input(root, &["hash-object", "-w", "--stdin"], content.as_bytes());
     let parent = git(root, &["rev-parse", branch]);
     let tmp_index = root.join(".git/tmp-index");
     let env = [("GIT_INDEX_FILE", tmp_index.to_str().unwrap())];
@@ -33,19 +33,6 @@ fn commit_on(root: &Path, branch: &str, file: &str, content: &str) {
     let commit = git(root, &["commit-tree", &tree, "-p", &parent, "-m", &format!("teammate changes {file}")]);
     git(root, &["update-ref", &format!("refs/heads/{branch}"), &commit]);
     crate::common::remove_if_present(tmp_index);
-}
-
-fn pipe(root: &Path, args: &[&str], input: &str) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("git")
-        .args(args)
-        .current_dir(root)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).trim().to_owned()
 }
 
 fn run_env(root: &Path, args: &[&str], env: &[(&str, &str)]) -> String {

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::common::mcp_client::{Client, connect, err, ok, submit};
-use crate::common::{committed_project, git, run_cli};
+use crate::common::{committed_project, git, git_with_input, run_cli};
 
 /// A MODIFY session on the project fixture, through every phase to MERGE: a QueryFrame with
 /// quotes, exploration, a hypothesis verified, the impact analysed, one task with evidence, a
@@ -353,11 +353,11 @@ fn unknown_targets_and_tampered_report_data_are_refused_plainly() {
         ("newer", json!({"report_version": 99}), "", "is version 99"),
     ] {
         let data = serde_json::to_vec(&data).unwrap();
-        let blob = git_stdin(root, &["hash-object", "-w", "--stdin"], &data);
+        let blob = git_with_input(root, &["hash-object", "-w", "--stdin"], &data);
         let named = if named.is_empty() { blob.clone() } else { named.to_owned() };
         let record = serde_json::to_vec(&json!({"session_id": name, "report": named})).unwrap();
-        let record_blob = git_stdin(root, &["hash-object", "-w", "--stdin"], &record);
-        let tree = git_stdin(
+        let record_blob = git_with_input(root, &["hash-object", "-w", "--stdin"], &record);
+        let tree = git_with_input(
             root,
             &["mktree"],
             format!("100644 blob {blob}\treport.json\n100644 blob {record_blob}\tsession.json\n").as_bytes(),
@@ -378,21 +378,6 @@ fn unknown_targets_and_tampered_report_data_are_refused_plainly() {
         assert_eq!(code, 1, "{out}");
         assert!(errors.contains(expected), "{errors}");
     }
-}
-
-fn git_stdin(root: &Path, args: &[&str], input: &[u8]) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("git")
-        .args(args)
-        .current_dir(root)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "git {args:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 /// The HTML report in a real browser: Debian's Chromium, headless, renders the page to a PNG;

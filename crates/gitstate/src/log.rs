@@ -203,11 +203,7 @@ pub fn records(repo: &gix::Repository, log_ref: &str, file: &str, limit: usize) 
 /// The record in commit `id`'s tree, None when the commit holds none (a merge).
 fn read_record(repo: &gix::Repository, id: ObjectId, tree: ObjectId, file: &str) -> Result<Option<LogRecord>, String> {
     let entries = untrusted::tree(repo, tree, MAX_RECORD_TREE_BYTES).map_err(|e| e.to_string())?;
-    let Some(entry) = entries.iter().find(|e| e.name == file) else { return Ok(None) };
-    if !entry.is_blob() {
-        return Err(format!("{file} is not a file"));
-    }
-    let bytes = untrusted::blob(repo, entry.oid, MAX_RECORD_BYTES).map_err(|e| e.to_string())?;
+    let Some(bytes) = file_in(repo, &entries, file, MAX_RECORD_BYTES)? else { return Ok(None) };
     let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
     if !value.is_object() {
         return Err("not a JSON object".into());
@@ -231,6 +227,17 @@ pub fn record_at(repo: &gix::Repository, commit: ObjectId, file: &str) -> Result
 pub fn file_at(repo: &gix::Repository, commit: ObjectId, file: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
     let info = untrusted::commit(repo, commit).map_err(|e| e.to_string())?;
     let entries = untrusted::tree(repo, info.tree, MAX_RECORD_TREE_BYTES).map_err(|e| e.to_string())?;
+    file_in(repo, &entries, file, limit)
+}
+
+/// The bytes of `file` among a record tree's `entries` (None when there is no such entry), when
+/// it is a blob of at most `limit` bytes.
+fn file_in(
+    repo: &gix::Repository,
+    entries: &[untrusted::TreeEntry],
+    file: &str,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, String> {
     let Some(entry) = entries.iter().find(|e| e.name == file) else { return Ok(None) };
     if !entry.is_blob() {
         return Err(format!("{file} is not a file"));

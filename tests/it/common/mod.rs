@@ -74,6 +74,23 @@ pub fn git(root: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// Runs git in `root` with `input` on its standard input, asserts it succeeded, and returns its
+/// trimmed stdout.
+pub fn git_with_input(root: &Path, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("git");
+    child.stdin.take().expect("stdin").write_all(input).expect("write to git");
+    let out = child.wait_with_output().expect("git");
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// The `seal` this clone (the repository at `root`) puts beside a checkpoint of `content`, so a
 /// test can stand in for an earlier version or a corrupted store that this clone still wrote.
 pub fn checkpoint_seal(root: &Path, content: &[u8]) -> String {

@@ -86,34 +86,14 @@ pub fn review(
         let (mut additions, mut deletions, mut diff) = (0, 0, String::new());
         if !binary {
             let (old_text, new_text) = (String::from_utf8_lossy(&old), String::from_utf8_lossy(&new));
-            let text_diff = TextDiff::from_lines(old_text.as_ref(), new_text.as_ref());
-            for change in text_diff.iter_all_changes() {
-                match change.tag() {
-                    similar::ChangeTag::Insert => additions += 1,
-                    similar::ChangeTag::Delete => deletions += 1,
-                    similar::ChangeTag::Equal => {}
-                }
-            }
-            diff = text_diff
-                .unified_diff()
-                .context_radius(3)
-                .header(&format!("a/{}", c.path), &format!("b/{}", c.path))
-                .to_string();
+            TextChange { additions, deletions, diff } = text_change(&c.path, &old_text, &new_text, None);
         }
         // The user's own change is not the task's to review: its diff would only crowd out the
         // task's own within the budget.
         if pre_existing {
             diff.clear();
         }
-        let limit = MAX_DIFF_BYTES.min(budget);
-        let diff_truncated = diff.len() > limit;
-        if diff_truncated {
-            let mut cut = limit;
-            while !diff.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            diff.truncate(cut);
-        }
+        let diff_truncated = cut_to(&mut diff, MAX_DIFF_BYTES.min(budget));
         budget = budget.saturating_sub(diff.len());
         files.push(FileChange {
             file: c.path,
@@ -140,6 +120,48 @@ pub fn review(
 
 /// The files the task changed since `base_commit`: every change in the work tree except the
 /// user's own from before the task (what review_changes lists without `pre_existing`).
+/// One file's text change: the lines added and removed, and the unified diff (three lines of
+/// context, `a/` and `b/` headers).
+pub(crate) struct TextChange {
+    pub(crate) additions: usize,
+    pub(crate) deletions: usize,
+    pub(crate) diff: String,
+}
+
+/// The change from `old` to `new` of the file at `path`; with a `timeout`, the diff is made
+/// coarser (never wrong) rather than taking longer.
+pub(crate) fn text_change(path: &str, old: &str, new: &str, timeout: Option<std::time::Duration>) -> TextChange {
+    let mut config = TextDiff::configure();
+    if let Some(t) = timeout {
+        config.timeout(t);
+    }
+    let text_diff = config.diff_lines(old, new);
+    let (mut additions, mut deletions) = (0, 0);
+    for change in text_diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => additions += 1,
+            similar::ChangeTag::Delete => deletions += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    let diff =
+        text_diff.unified_diff().context_radius(3).header(&format!("a/{path}"), &format!("b/{path}")).to_string();
+    TextChange { additions, deletions, diff }
+}
+
+/// Cuts `text` to at most `limit` bytes, on a character boundary; whether it was cut.
+pub(crate) fn cut_to(text: &mut String, limit: usize) -> bool {
+    if text.len() <= limit {
+        return false;
+    }
+    let mut cut = limit;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    true
+}
+
 pub fn task_changes(
     root: &Path,
     base_commit: ObjectId,

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::branches::review::{cut_to, text_change};
 use gix::ObjectId;
 use serde::Serialize;
-use similar::TextDiff;
 
 use code_intel_gitstate::untrusted;
 
@@ -201,30 +201,10 @@ pub(super) fn diff(repo: &gix::Repository, base: &str, tip: &str) -> Result<Vec<
             {
                 let (old, new) = (String::from_utf8_lossy(&old), String::from_utf8_lossy(&new));
                 // Bounded in time as in size: the files may be another clone's choosing.
-                let text = TextDiff::configure().timeout(DIFF_TIMEOUT).diff_lines(old.as_ref(), new.as_ref());
-                for c in text.iter_all_changes() {
-                    match c.tag() {
-                        similar::ChangeTag::Insert => file.additions += 1,
-                        similar::ChangeTag::Delete => file.deletions += 1,
-                        similar::ChangeTag::Equal => {}
-                    }
-                }
-                let mut patch = text
-                    .unified_diff()
-                    .context_radius(3)
-                    .header(&format!("a/{path}"), &format!("b/{path}"))
-                    .to_string();
-                let limit = MAX_DIFF_BYTES.min(budget);
-                if patch.len() > limit {
-                    let mut cut = limit;
-                    while !patch.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    patch.truncate(cut);
-                    file.truncated = true;
-                }
-                budget = budget.saturating_sub(patch.len());
-                file.patch = patch;
+                let change = text_change(&path, &old, &new, Some(DIFF_TIMEOUT));
+                (file.additions, file.deletions, file.patch) = (change.additions, change.deletions, change.diff);
+                file.truncated = cut_to(&mut file.patch, MAX_DIFF_BYTES.min(budget));
+                budget = budget.saturating_sub(file.patch.len());
             }
             _ => file.binary = !file.too_large,
         }
