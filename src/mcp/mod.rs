@@ -517,7 +517,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "review_changes",
-        description = "Use in PRE_COMMIT to review what will be committed: every change since the task branch's base (committed, staged, unstaged, untracked), with change type, line stats and a unified diff."
+        description = "Use in PRE_COMMIT to review what will be committed, and in QUALITY_REVIEW to read the whole change once more: every change since the task branch's base (committed, staged, unstaged, untracked), with change type, line stats and a unified diff."
     )]
     async fn review_changes(&self) -> Result<CallToolResult, rmcp::ErrorData> {
         self.run_session("review_changes", serde_json::json!({}), |ws, s| s.review_changes(ws)).await

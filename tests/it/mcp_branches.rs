@@ -159,18 +159,40 @@ async fn default_flow_through_merge_fast_forward() {
     assert!(!git(root, &["log", "--all", "--format=", "--name-only"]).contains("debug_dump"));
     assert_eq!(git(root, &["status", "--porcelain"]), user_status, "only the user's own work is uncommitted");
     assert!(!git(root, &["show", "--stat", "--format=", &branch]).contains("docs/auth.md"));
+    // QUALITY_REVIEW reads the whole change once more: the commit PRE_COMMIT made, and a fix
+    // made during the review, with the discarded file gone.
+    let quality = ok(&client, "get_session_status", json!({})).await;
+    assert_eq!(quality["phase"], "QUALITY_REVIEW");
+    let mut auth = std::fs::read_to_string(root.join("src/auth.py")).unwrap();
+    auth.push_str("\n# reviewed\n");
+    std::fs::write(root.join("src/auth.py"), &auth).unwrap();
+    let again = ok(&client, "review_changes", json!({})).await;
+    let mine: Vec<&str> = again["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["pre_existing"] == json!(false))
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(mine, vec!["src/auth.py"], "{again}");
+    let auth = again["files"].as_array().unwrap().iter().find(|f| f["file"] == "src/auth.py").unwrap();
+    let diff = auth["diff"].as_str().unwrap();
+    assert!(diff.contains("+def logout(session):") && diff.contains("+# reviewed"), "{again}");
     let r = submit(
         &client,
         json!({"quality_prompt_used": "quality_review.md", "quality_score": "9/10", "issues": [],
-                                   "tools_used": [], "summary": "fine"}),
+                                   "tools_used": ["review_changes"], "summary": "fine"}),
     )
     .await;
     assert_eq!(r["phase"], "MERGE");
+    assert_eq!(git(root, &["log", "-1", "--format=%s", &branch]), "Quality review fixes", "the fix is committed");
+    let merge_review = call(&client, "review_changes", json!({})).await;
+    assert_eq!(structured(&merge_review)["error"], "phase_blocked", "not in MERGE");
     let r = submit(&client, json!({"summary": "merge it"})).await;
     assert_eq!(r["phase"], "SESSION_COMPLETE");
     assert_eq!(r["message"], format!("Merged {branch} → main. Session complete."));
     assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
-    assert_eq!(git(root, &["log", "-1", "--format=%s"]), "Add logout()", "fast-forward: no merge commit");
+    assert_eq!(git(root, &["log", "-1", "--format=%s"]), "Quality review fixes", "fast-forward: no merge commit");
     assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "", "the task branch is deleted");
     assert_eq!(git(root, &["status", "--porcelain"]), user_status);
     assert_eq!(std::fs::read_to_string(root.join("docs/auth.md")).unwrap(), "# Auth\n\nUser's draft, not committed.\n");
@@ -222,7 +244,7 @@ async fn a_conflicted_merge_leaves_everything_untouched() {
         .current_dir(root)
         .output()
         .unwrap();
-    assert!(!cli.status.success(), "review-changes is for PRE_COMMIT only");
+    assert!(!cli.status.success(), "review-changes is for PRE_COMMIT and QUALITY_REVIEW only");
     assert!(String::from_utf8_lossy(&cli.stderr).contains("phase_blocked"));
     let refs_before = git(root, &["for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/"]);
     let head_before = git(root, &["symbolic-ref", "HEAD"]);
@@ -242,7 +264,7 @@ async fn a_conflicted_merge_leaves_everything_untouched() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn review_changes_is_only_for_pre_commit() {
+async fn review_changes_is_only_for_pre_commit_and_quality_review() {
     let repo = repo("main");
     let root = repo.path();
     let client = connect(root).await;
@@ -251,7 +273,10 @@ async fn review_changes_is_only_for_pre_commit() {
     assert_eq!(r.is_error, Some(true));
     let e = structured(&r);
     assert_eq!(e["error"], "phase_blocked");
-    assert_eq!(e["message"], "review_changes only allowed in PRE_COMMIT phase, current: QUERY_FRAME.");
+    assert_eq!(
+        e["message"],
+        "review_changes is served in PRE_COMMIT and QUALITY_REVIEW only, current: QUERY_FRAME. It shows every change since the task branch's base; before PRE_COMMIT, read files with the code-intel tools."
+    );
     client.cancel().await.unwrap();
 }
 

@@ -224,11 +224,12 @@ impl Sessions {
         Ok(step.checkpoint)
     }
 
-    /// `review_changes`: PRE_COMMIT only; every change from the base commit to the work tree.
+    /// `review_changes`: every change from the base commit to the work tree. PRE_COMMIT decides
+    /// on it; QUALITY_REVIEW reads it once more (with the commit PRE_COMMIT made, and any fixes).
     pub fn review_changes(&self, ws: &Workspace) -> SessionResult<ReviewReply> {
         let stored = self.require_active(ws)?;
         let st = &stored.checkpoint.orchestrator_state;
-        if st.phase() != Phase::PreCommit {
+        if !matches!(st.phase(), Phase::PreCommit | Phase::QualityReview) {
             return Err(contract_error(ws, &msg::REVIEW_PHASE_BLOCKED, &[("phase", st.phase().name())]));
         }
         let Some(task) = st.task_branch.clone() else {
