@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use code_intel_session::session::procedures::DEFAULTS as PROCEDURE_DEFAULTS;
 use serde_json::{Value, json};
 
 const MANIFEST: &str = ".code-intel/.init-manifest.json";
@@ -96,7 +97,7 @@ pub fn where_procedures_are() -> String {
 /// (path, content) of every file init owns.
 fn owned_files() -> Vec<(String, String)> {
     let mut files: Vec<(String, String)> =
-        STATIC_FILES.iter().map(|(p, c)| ((*p).to_owned(), (*c).to_owned())).collect();
+        STATIC_FILES.iter().chain(PROCEDURE_DEFAULTS).map(|(p, c)| ((*p).to_owned(), (*c).to_owned())).collect();
     for p in PROCEDURES {
         for client in [Client::ClaudeCode, Client::Codex] {
             files.push((p.path(client), p.render(client)));
@@ -105,28 +106,12 @@ fn owned_files() -> Vec<(String, String)> {
     files
 }
 
+/// The files init owns besides the procedure files (whose defaults the session crate keeps, as it
+/// sends them to a repository that never ran init: [`PROCEDURE_DEFAULTS`]).
 const STATIC_FILES: &[(&str, &str)] = &[
     (".code-intel/config.json", include_str!("../templates/init/config.json")),
     (".code-intel/context.yml", include_str!("../templates/init/context.yml")),
     (".code-intel/phase_contract.yml", include_str!("../templates/init/phase_contract.yml")),
-    (".code-intel/task_planning.md", include_str!("../templates/init/task_planning.md")),
-    (".code-intel/user_escalation.md", include_str!("../templates/init/user_escalation.md")),
-    (".code-intel/verifiers/tests.md", include_str!("../templates/init/verifiers/tests.md")),
-    (".code-intel/verifiers/build_and_lint.md", include_str!("../templates/init/verifiers/build_and_lint.md")),
-    (".code-intel/interventions/step_back.md", include_str!("../templates/init/interventions/step_back.md")),
-    (
-        ".code-intel/interventions/reproduce_first.md",
-        include_str!("../templates/init/interventions/reproduce_first.md"),
-    ),
-    (
-        ".code-intel/review_prompts/garbage_detection.md",
-        include_str!("../templates/init/review_prompts/garbage_detection.md"),
-    ),
-    (
-        ".code-intel/review_prompts/quality_review.md",
-        include_str!("../templates/init/review_prompts/quality_review.md"),
-    ),
-    (".code-intel/doc_research/default.md", include_str!("../templates/init/doc_research/default.md")),
 ];
 
 const PRE_COMMIT_HOOK: &str = include_str!("../hooks/pre-commit");

@@ -82,13 +82,32 @@ async fn to_pre_commit(client: &Client, root: &Path) {
     std::fs::write(root.join("src/debug_dump.txt"), "scratch output\n").unwrap();
     submit(client, json!({"task_id": "t1", "checklist": [{"item": "logout in auth.py", "status": "done",
         "evidence": format!("src/auth.py:{start}-{}", start + 2)}], "tools_used": ["check_write_target"], "summary": "logout added"})).await;
-    submit(client, json!({"summary": "all done"})).await;
+    let verify = submit(client, json!({"summary": "all done"})).await;
+    // The fixture never ran `git code-intel init`: the verifiers the instruction points at come
+    // with the answer, as init would have written them.
+    assert_eq!(verify["phase"], "POST_IMPL_VERIFY");
+    assert_eq!(procedure_paths(&verify), [".code-intel/verifiers/tests.md", ".code-intel/verifiers/build_and_lint.md"]);
     let r = submit(
         client,
         json!({"verifier_used": "tests.md", "passed": true, "details": "ok", "tools_used": [], "summary": "verified"}),
     )
     .await;
     assert_eq!(r["phase"], "PRE_COMMIT");
+    assert_eq!(procedure_paths(&r), [".code-intel/review_prompts/garbage_detection.md"]);
+    assert_eq!(
+        r["procedures"]["files"][0]["text"],
+        include_str!("../../templates/init/review_prompts/garbage_detection.md"),
+        "init's own text"
+    );
+    assert!(r["procedures"]["note"].as_str().unwrap().contains("git code-intel init"), "{r}");
+}
+
+/// The paths of the default procedures an answer carries.
+fn procedure_paths(answer: &Value) -> Vec<String> {
+    answer["procedures"]["files"]
+        .as_array()
+        .map(|files| files.iter().filter_map(|f| f["path"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
 }
 
 async fn submit_start(client: &Client) {
@@ -163,6 +182,8 @@ async fn default_flow_through_merge_fast_forward() {
     // made during the review, with the discarded file gone.
     let quality = ok(&client, "get_session_status", json!({})).await;
     assert_eq!(quality["phase"], "QUALITY_REVIEW");
+    assert_eq!(procedure_paths(&quality), [".code-intel/review_prompts/quality_review.md"]);
+    assert!(quality["procedures"]["files"][0]["text"].as_str().unwrap().contains("review_changes"));
     let mut auth = std::fs::read_to_string(root.join("src/auth.py")).unwrap();
     auth.push_str("\n# reviewed\n");
     std::fs::write(root.join("src/auth.py"), &auth).unwrap();

@@ -18,7 +18,7 @@ use crate::session::store::{SessionStore, Stored};
 use crate::workspace::Workspace;
 use code_intel_workflow::contract::catalogue::{self as msg};
 use code_intel_workflow::engine::phase::{self, Phase, ReadyStep};
-use code_intel_workflow::engine::response::{self};
+use code_intel_workflow::engine::response::{self, PhaseResponse};
 use code_intel_workflow::engine::state::{Checkpoint, Flags, GateLevel, Intent, ServedCall, SessionState, TrailStep};
 use code_intel_workflow::engine::submit::{self, Effect, Facts, StartParams};
 use code_intel_workflow::engine::{self as engine_api, WriteAllowed};
@@ -26,6 +26,7 @@ use code_intel_workflow::engine::{self as engine_api, WriteAllowed};
 mod effects;
 mod facts;
 pub mod lessons;
+pub mod procedures;
 mod replies;
 pub mod store;
 pub mod trail;
@@ -203,8 +204,10 @@ impl Sessions {
                 self.reset_record(&checkpoint);
                 let documents = documents_for(ws, &response, &checkpoint.orchestrator_state.query);
                 let past_failures = past_failures_for(ws, &response, &checkpoint.orchestrator_state.query);
+                let procedures = procedures::for_answer(ws, response_texts(&response));
                 Ok(SessionReply {
                     past_failures,
+                    procedures,
                     response,
                     stale_branches,
                     task_branch: None,
@@ -328,8 +331,10 @@ impl Sessions {
                 self.reset_record(&next);
                 let documents = documents_for(ws, &accepted.response, &next.orchestrator_state.query);
                 let past_failures = past_failures_for(ws, &accepted.response, &next.orchestrator_state.query);
+                let procedures = procedures::for_answer(ws, response_texts(&accepted.response));
                 Ok(SessionReply {
                     past_failures,
+                    procedures,
                     response: accepted.response,
                     stale_branches: None,
                     task_branch: next.orchestrator_state.task_branch.clone(),
@@ -398,7 +403,9 @@ impl Sessions {
         let status = response::status(&ws.contract, &checkpoint);
         let documents = documents_for(ws, &status.response, &checkpoint.orchestrator_state.query);
         let past_failures = past_failures_for(ws, &status.response, &checkpoint.orchestrator_state.query);
+        let procedures = procedures::for_answer(ws, response_texts(&status.response));
         Ok(StatusReply::Active(Box::new(ActiveStatus {
+            procedures,
             status,
             active: true,
             checkpoint: stored.commit.to_string(),
@@ -532,4 +539,12 @@ impl Sessions {
 /// Now, as the trail writes times: RFC 3339 in UTC, to the millisecond.
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The texts of a phase response that may name procedure files: its instruction, and the
+/// message and warning a transition adds (user escalation names one).
+fn response_texts(response: &PhaseResponse) -> impl Iterator<Item = &str> {
+    [Some(response.instruction.as_str()), response.message.as_deref(), response.warning.as_deref()]
+        .into_iter()
+        .flatten()
 }

@@ -83,6 +83,9 @@ pub struct SessionReply {
     /// In EXPLORATION: earlier sessions with a close request that failed, quoted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub past_failures: Option<super::lessons::PastFailures>,
+    /// The default text of the procedure files the instruction names and the repository lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub procedures: Option<super::procedures::DefaultProcedures>,
     /// What the server decided about this session from the project's context.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -111,6 +114,9 @@ pub struct ActiveStatus {
     /// In EXPLORATION: earlier sessions with a close request that failed, quoted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub past_failures: Option<super::lessons::PastFailures>,
+    /// The default text of the procedure files the instruction names and the repository lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub procedures: Option<super::procedures::DefaultProcedures>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
