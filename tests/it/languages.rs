@@ -423,7 +423,27 @@ fn impact_follows_the_named_symbols() {
     let login = run(Some(vec!["login()"]));
     assert_eq!(files(&login), ["src/app.py"], "{login:?}");
     assert_eq!(login.targets[0].symbols, ["login"]);
+    // Nothing in auth.py calls login; refresh calls validate_token there.
+    assert!(login.within_targets.is_empty(), "{login:?}");
     let other = run(Some(vec!["auth::validate_token", "Auth.no_such_name()"]));
     assert_eq!(files(&other), ["src/checks.py"], "{other:?}");
+    let within = &other.within_targets;
+    assert_eq!(within.len(), 1, "{within:?}");
+    assert_eq!((within[0].file.as_str(), within[0].lines.as_slice()), ("src/auth.py", &[9u32][..]), "{within:?}");
+    assert_eq!(within[0].reason, "uses validate_token in refresh (a target itself)");
+    assert_eq!(other.summary.within_targets, 1);
+    // Two targets: a use of one's symbol in the other is inside the targets too, not lost.
+    let p = AnalyzeImpactParams {
+        target_files: Some(TargetFiles::Many(vec!["src/auth.py".into(), "src/checks.py".into()])),
+        symbols: Some(vec!["validate_token".into()]),
+        ..Default::default()
+    };
+    let both = analyze_impact(&ws, p).unwrap();
+    let files_within: Vec<&str> = both.within_targets.iter().map(|e| e.file.as_str()).collect();
+    assert_eq!(files_within, ["src/auth.py", "src/checks.py"], "{both:?}");
+    assert_eq!(
+        both.within_targets[1].reason, "uses validate_token in ok, top-level code (a target itself)",
+        "the import is top-level code"
+    );
     assert_eq!(other.symbols_not_defined, ["Auth.no_such_name()"], "named as given");
 }

@@ -4,6 +4,8 @@
 //!   targets' modules, from the symbol index.
 //! - `should_verify`: tests that use those symbols, and configs and docs that mention the symbols
 //!   or the targets' file names, from a text search.
+//! - `within_targets`: uses of those symbols inside the target files themselves, with the
+//!   definitions that hold them (a same-file caller breaks as surely as one elsewhere).
 
 use code_intel_workflow::contract::catalogue as msg;
 use std::collections::{BTreeMap, BTreeSet};
@@ -96,6 +98,7 @@ pub struct ImpactSummary {
     pub targets: usize,
     pub must_verify: usize,
     pub should_verify: usize,
+    pub within_targets: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -104,6 +107,10 @@ pub struct AnalyzeImpactOutput {
     pub targets: Vec<Target>,
     pub must_verify: Vec<ImpactEntry>,
     pub should_verify: Vec<ImpactEntry>,
+    /// Uses of the followed symbols inside the target files themselves (a caller in the same
+    /// file breaks as surely as one elsewhere): each target file with the definitions that hold
+    /// them (`symbols`: the names used; `lines`: where).
+    pub within_targets: Vec<ImpactEntry>,
     pub summary: ImpactSummary,
     /// Names given in `symbols` that no target file defines.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
@@ -117,6 +124,8 @@ struct Acc {
     symbols: BTreeSet<String>,
     lines: BTreeSet<u32>,
     imports: BTreeSet<String>,
+    /// The definitions holding the uses (within target files), or `top-level code`.
+    holders: BTreeSet<String>,
 }
 
 /// The names a target file defines that other files may use: top-level callables, classes,
@@ -202,18 +211,25 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
     words.sort();
     words.dedup();
     let mut code_hits: BTreeMap<String, Acc> = BTreeMap::new();
+    let mut within: BTreeMap<String, Acc> = BTreeMap::new();
     let mut fast_path = None;
     if !words.is_empty() {
         ws.with_index_for(&Lookup::Words { words, ignore_case: false }, |index, report| {
             fast_path = ws.fast_path_note(report);
             for target in &targets {
                 for name in &target.symbols {
-                    let others = |r: &str, _| !target_rels.iter().any(|t| t == r);
-                    for u in super::references::uses(index, name, others) {
+                    for u in super::references::uses(index, name, |_, _| true) {
                         let Some(meta) = index.meta(u.file) else { continue };
-                        let acc = code_hits.entry(meta.rel.to_owned()).or_default();
+                        let in_target = target_rels.iter().any(|t| t == meta.rel);
+                        let acc = if in_target { &mut within } else { &mut code_hits }
+                            .entry(meta.rel.to_owned())
+                            .or_default();
                         acc.symbols.insert(name.clone());
                         acc.lines.insert(u.line);
+                        if in_target {
+                            let holder = super::references::enclosing(index, u.file, u.enclosing);
+                            acc.holders.insert(holder.map_or_else(|| "top-level code".to_owned(), |e| e.name));
+                        }
                     }
                 }
                 // Imports that name the target's module (file stem), e.g. `use crate::auth`,
@@ -287,16 +303,32 @@ pub fn analyze_impact(ws: &Workspace, params: AnalyzeImpactParams) -> ToolResult
         };
         if cat == "source" { must_verify.push(entry) } else { should_verify.push(entry) }
     }
+    let within_targets: Vec<ImpactEntry> = within
+        .into_iter()
+        .map(|(rel, acc)| {
+            let symbols: Vec<String> = acc.symbols.into_iter().collect();
+            let holders: Vec<String> = acc.holders.into_iter().collect();
+            ImpactEntry {
+                reason: format!("uses {} in {} (a target itself)", list(&symbols), list(&holders)),
+                category: category(&rel).to_owned(),
+                file: rel,
+                symbols,
+                lines: acc.lines.into_iter().take(20).collect(),
+            }
+        })
+        .collect();
     Ok(AnalyzeImpactOutput {
         change_description: params.change_description,
         summary: ImpactSummary {
             targets: targets.len(),
             must_verify: must_verify.len(),
             should_verify: should_verify.len(),
+            within_targets: within_targets.len(),
         },
         targets,
         must_verify,
         should_verify,
+        within_targets,
         symbols_not_defined,
         fast_path,
     })

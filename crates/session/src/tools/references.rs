@@ -157,7 +157,7 @@ pub fn find_references(ws: &Workspace, params: FindReferencesParams) -> ToolResu
 }
 
 /// The enclosing definition `si` of file `file`, read in place.
-fn enclosing(index: &SymbolIndex, file: u32, si: Option<u32>) -> Option<Enclosing> {
+pub(super) fn enclosing(index: &SymbolIndex, file: u32, si: Option<u32>) -> Option<Enclosing> {
     si.and_then(|si| index.symbol((file, si))).map(|(_, s)| Enclosing {
         name: s.name,
         kind: s.kind.name().to_owned(),
