@@ -80,6 +80,10 @@ async fn the_git_directory_is_out_of_reach() {
     assert_eq!(r["error"], "path_outside_repo", "{r}");
     let r = ok(&client, "search_text", json!({"pattern": "secret-token"})).await;
     assert_eq!(r["matches"], json!([]));
+    let r = ok(&client, "search_text", json!({"pattern": "secret-token", "hidden": true})).await;
+    assert_eq!(r["matches"], json!([]), "hidden files are searched, .git never");
+    let r = ok(&client, "search_files", json!({"pattern": "config", "hidden": true})).await;
+    assert_eq!(r["files"], json!([]), "{r}");
     err(&client, "search_files", json!({"pattern": "*", "path": ".git"})).await;
     err(&client, "get_symbols", json!({"path": ".git/hooks"})).await;
     err(&client, "analyze_structure", json!({"file_path": ".git/config"})).await;

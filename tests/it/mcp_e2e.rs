@@ -637,3 +637,34 @@ async fn references_of_a_common_name_come_in_pages_an_agent_can_read() {
     assert_eq!(r["references"].as_array().unwrap().len(), 1);
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_files_are_named_when_passed_over_and_searched_when_asked() {
+    let repo = project();
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    std::fs::write(root.join(".github/workflows/ci.yml"), "run: pytest tests/test_auth.py\n").unwrap();
+    std::fs::create_dir_all(root.join(".code-intel/index")).unwrap();
+    std::fs::write(root.join(".code-intel/index/leftover.yml"), "run: pytest\n").unwrap();
+    let client = connect(root).await;
+    // As ripgrep: hidden entries are passed over by default, and named so the agent knows.
+    let r = ok(call(&client, "search_files", json!({"pattern": "*.yml"})).await);
+    assert_eq!(r["files"], json!([]), "{r}");
+    let passed_over = r["hidden_not_searched"].as_array().unwrap();
+    assert!(passed_over.contains(&json!(".github")) && passed_over.contains(&json!(".code-intel")), "{r}");
+    assert!(!passed_over.contains(&json!(".git")), "{r}");
+    let r = ok(call(&client, "search_text", json!({"pattern": "pytest"})).await);
+    assert_eq!(r["matches"], json!([]), "{r}");
+    assert!(r["hidden_not_searched"].as_array().unwrap().contains(&json!(".github")), "{r}");
+    // Asked for: found; code-intel's own index never.
+    let r = ok(call(&client, "search_files", json!({"pattern": "*.yml", "hidden": true})).await);
+    let found: Vec<&str> = r["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(found, [".github/workflows/ci.yml"], "{r}");
+    assert!(r.get("hidden_not_searched").is_none(), "{r}");
+    let r = ok(call(&client, "search_text", json!({"pattern": "pytest", "hidden": true})).await);
+    assert_eq!(files_of(&r, "matches"), [".github/workflows/ci.yml"], "{r}");
+    // Searching inside a hidden directory needs no flag.
+    let r = ok(call(&client, "search_files", json!({"pattern": "*.yml", "path": ".github"})).await);
+    assert_eq!(r["total"], 1, "{r}");
+    client.cancel().await.unwrap();
+}

@@ -42,7 +42,13 @@ pub struct WalkOptions<'a> {
     pub file_type: Option<&'a str>,
     /// Descend at most this many levels below the start (1: its entries only).
     pub max_depth: Option<usize>,
+    /// Walk hidden files and directories too (names starting with `.`: `.github/`, `.env`).
+    /// `.git` and code-intel's derived directories ([`DERIVED_DIRS`]) are never walked.
+    pub hidden: bool,
 }
+
+/// code-intel's own derived data under the repository root: never searched, hidden or not.
+pub const DERIVED_DIRS: &[&str] = &[".code-intel/index", ".code-intel/forest"];
 
 /// Walks `start` (a directory or a single file inside `repo`).
 pub fn walk(repo: &Repo, config: &Config, start: &Path, opts: &WalkOptions) -> Result<Walk, Error> {
@@ -68,14 +74,14 @@ pub fn walk_each(
     builder.threads(rayon::current_num_threads().max(1));
     builder.max_depth(opts.max_depth);
     // Behave like ripgrep run inside the repository: honour .gitignore even before `git init`
-    // only when a .git exists (the `ignore` default), skip hidden files.
-    let mut overrides = OverrideBuilder::new(repo.root());
-    for pattern in &config.exclude_patterns {
-        if let Err(e) = overrides.add(&format!("!{pattern}")) {
-            tracing::warn!("ignoring exclude pattern '{pattern}': {e}");
-        }
+    // only when a .git exists (the `ignore` default), skip hidden files unless asked for (and
+    // then, as `rg --hidden -g '!.git'`, never `.git`, nor our derived directories).
+    builder.hidden(!opts.hidden);
+    if opts.hidden {
+        let derived: Vec<PathBuf> = DERIVED_DIRS.iter().map(|d| repo.root().join(d)).collect();
+        builder.filter_entry(move |e| e.file_name() != ".git" && !derived.iter().any(|d| d == e.path()));
     }
-    if let Ok(built) = overrides.build() {
+    if let Some(built) = exclusions(repo, config) {
         builder.overrides(built);
     }
     if let Some(name) = opts.file_type.filter(|t| !t.is_empty()) {
@@ -135,6 +141,38 @@ pub fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
 
 pub fn looks_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(8192)].contains(&0)
+}
+
+/// The project's exclude patterns, as the walk applies them.
+fn exclusions(repo: &Repo, config: &Config) -> Option<ignore::overrides::Override> {
+    let mut overrides = OverrideBuilder::new(repo.root());
+    for pattern in &config.exclude_patterns {
+        if let Err(e) = overrides.add(&format!("!{pattern}")) {
+            tracing::warn!("ignoring exclude pattern '{pattern}': {e}");
+        }
+    }
+    overrides.build().ok()
+}
+
+/// The hidden entries directly under `dir` (names starting with `.`, not `.git` and not ignored)
+/// that a walk without [`WalkOptions::hidden`] passes over, repository-relative and sorted: what
+/// a search can tell the agent it did not look at.
+pub fn hidden_entries(repo: &Repo, config: &Config, dir: &Path) -> Vec<String> {
+    let mut builder = WalkBuilder::new(dir);
+    builder.max_depth(Some(1)).hidden(false);
+    if let Some(built) = exclusions(repo, config) {
+        builder.overrides(built);
+    }
+    let mut found: Vec<String> = builder
+        .build()
+        .filter_map(Result::ok)
+        .filter(|e| e.depth() == 1)
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.') && e.file_name() != ".git")
+        .filter(|e| !DERIVED_DIRS.iter().any(|d| repo.root().join(d) == e.path()))
+        .filter_map(|e| repo.relative(e.path()))
+        .collect();
+    found.sort();
+    found
 }
 
 /// Whether `entry` is a directory below the walk's start that holds `.git` (another repository

@@ -22,6 +22,9 @@ pub struct SearchFilesParams {
     /// Skip this many files (from a previous `next_offset`).
     #[arg(long)]
     pub offset: Option<usize>,
+    /// Search hidden files and directories too (`.github/`, `.env`, …); `.git` never.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub hidden: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -41,6 +44,10 @@ pub struct SearchFilesOutput {
     pub truncated: bool,
     pub truncation_warning: Option<String>,
     pub skipped: SkippedFiles,
+    /// Hidden entries directly under the searched directory that were not searched (pass
+    /// `hidden: true` to search them); absent when there are none or they were searched.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub hidden_not_searched: Vec<String>,
 }
 
 /// The longest glob taken, in bytes.
@@ -89,7 +96,9 @@ pub fn search_files(ws: &Workspace, params: SearchFilesParams) -> ToolResult<Sea
         })?
         .compile_matcher();
     let start_rel = ws.scope_prefix(params.path.as_deref())?;
-    let walked = walk::walk(&ws.repo, &ws.config, &ws.repo.root().join(&start_rel), &WalkOptions::default())
+    let start = ws.repo.root().join(&start_rel);
+    let hidden = params.hidden.unwrap_or(false);
+    let walked = walk::walk(&ws.repo, &ws.config, &start, &WalkOptions { hidden, ..WalkOptions::default() })
         .map_err(|e| ws.invalid_argument("path", &e.to_string()))?;
     let by_name = !pattern.contains('/');
     let hits: Vec<FileHit> = walked
@@ -120,5 +129,6 @@ pub fn search_files(ws: &Workspace, params: SearchFilesParams) -> ToolResult<Sea
         truncated: page.truncated,
         truncation_warning: page.truncated.then(|| ws.truncation_warning()),
         skipped: SkippedFiles::new(too_large, Vec::new(), ws.config.max_file_size),
+        hidden_not_searched: if hidden { Vec::new() } else { walk::hidden_entries(&ws.repo, &ws.config, &start) },
     })
 }

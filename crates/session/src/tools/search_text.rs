@@ -63,6 +63,9 @@ pub struct SearchTextParams {
     /// Skip this many matches (from a previous `next_offset`).
     #[arg(long)]
     pub offset: Option<usize>,
+    /// Search hidden files and directories too (`.github/`, `.env`, …); `.git` never.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub hidden: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -98,6 +101,10 @@ pub struct SearchTextOutput {
     pub truncated: bool,
     pub truncation_warning: Option<String>,
     pub skipped: SkippedFiles,
+    /// Hidden entries directly under the searched directory that were not searched (pass
+    /// `hidden: true` to search them); absent when there are none or they were searched.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub hidden_not_searched: Vec<String>,
 }
 
 pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<SearchTextOutput> {
@@ -129,6 +136,7 @@ pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<Searc
 
     let start_rel = ws.scope_prefix(params.path.as_deref())?;
     let start = ws.repo.root().join(&start_rel);
+    let hidden = params.hidden.unwrap_or(false);
     let context = params.context_lines.unwrap_or(0).min(MAX_CONTEXT_LINES) as usize;
     let offset = params.offset.unwrap_or(0);
     let max_results = params.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
@@ -141,7 +149,7 @@ pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<Searc
         &ws.repo,
         &ws.config,
         &start,
-        &WalkOptions { file_type: params.file_type.as_deref(), ..WalkOptions::default() },
+        &WalkOptions { file_type: params.file_type.as_deref(), hidden, ..WalkOptions::default() },
         |f| {
             let result = search_file(&f, &patterns, &matchers, context);
             collector.lock().unwrap_or_else(|p| p.into_inner()).add(result);
@@ -167,6 +175,7 @@ pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<Searc
         truncated: page.truncated,
         truncation_warning: page.truncated.then(|| ws.truncation_warning()),
         skipped: SkippedFiles::new(walked.too_large, binary, ws.config.max_file_size),
+        hidden_not_searched: if hidden { Vec::new() } else { walk::hidden_entries(&ws.repo, &ws.config, &start) },
     })
 }
 
