@@ -931,3 +931,15 @@ fn non_object_data_is_invalid() {
     let r = s.err(json!("just text"), "invalid_data");
     assert!(r["message"].as_str().unwrap().contains("JSON object"));
 }
+
+#[test]
+fn every_task_keeps_its_own_implementation_summary() {
+    let mut s = Session::new(Intent::Implement, Flags::default());
+    s.through_exploration();
+    s.implement(&["t1", "t2"]);
+    let summaries = s.cp.summaries();
+    assert_eq!(summaries.get("step_13_READY_IMPL#t1").map(String::as_str), Some("t1 done"), "{summaries:?}");
+    assert_eq!(summaries.get("step_13_READY_IMPL#t2").map(String::as_str), Some("t2 done"), "{summaries:?}");
+    assert!(!summaries.contains_key("step_13_READY_IMPL"), "{summaries:?}");
+    assert_eq!(summaries.get("step_14_READY_COMPLETE").map(String::as_str), Some("all tasks done"));
+}

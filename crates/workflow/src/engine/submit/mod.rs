@@ -282,7 +282,15 @@ impl<'a> Step<'a> {
         let mut out = Outcome::default();
         let to = self.apply(&mut next, &mut out)?;
         let summary = self.payload.summary().to_owned();
-        next.phase_payloads.insert(phase::summary_key(phase, ready), SummaryRecord { summary });
+        // One summary per phase; READY's implementation keeps one per task (`…#t1`, `…#t2`), so a
+        // resuming agent and the merge note see what every task did, not only the last.
+        let mut key = phase::summary_key(phase, ready);
+        if let Body::ReadyImpl(p) = &self.payload.body
+            && let Some(task) = p.task_id.as_ref().map(|t| t.0.trim()).filter(|t| !t.is_empty())
+        {
+            key = format!("{key}#{task}");
+        }
+        next.phase_payloads.insert(key, SummaryRecord { summary });
         let mut message = None;
         match to {
             Next::Phase(p, r) => next.orchestrator_state.enter(p, r),
