@@ -376,7 +376,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "analyze_impact",
-        description = "Use before changing files, to know what else to check: must_verify lists source files that call, import or reference their symbols; should_verify lists tests, configs and docs that mention them; within_targets lists uses inside the target files themselves (with the functions holding them), each with why."
+        description = "Use before changing files, to know what else to check: must_verify lists source files that call, import or reference their symbols; should_verify, tests, configs and docs that mention them; within_targets, uses inside the targets themselves; each with why."
     )]
     async fn analyze_impact(
         &self,
@@ -395,7 +395,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "semantic_search",
-        description = "Use to find code by meaning when you do not know its names (and in the SEMANTIC phase). collection auto (default) searches the Map of past successes first: a hit scoring >= 0.7 answers with skip_forest true; otherwise the Forest of code chunks (embeddings fused with BM25). Hits carry chunk_id, file, lines, symbol, score and a snippet; partial is true while a sync runs."
+        description = "Use to find code by meaning when you do not know its names (and in the SEMANTIC phase). collection auto (default) searches the Map of past successes first: a hit scoring >= 0.7 answers with skip_forest true; otherwise the Forest of code chunks (embeddings fused with BM25). Hits carry a snippet; partial is true while a sync runs."
     )]
     async fn semantic_search(
         &self,
@@ -517,7 +517,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "review_changes",
-        description = "Use in PRE_COMMIT to review what will be committed, and in QUALITY_REVIEW to read the whole change once more: every change since the task branch's base (committed, staged, unstaged, untracked), with change type, line stats and a unified diff."
+        description = "Use in PRE_COMMIT and QUALITY_REVIEW: every change since the task branch's base (committed, staged, unstaged, untracked), with change type, line stats and a unified diff."
     )]
     async fn review_changes(&self) -> Result<CallToolResult, rmcp::ErrorData> {
         self.run_session("review_changes", serde_json::json!({}), |ws, s| s.review_changes(ws)).await

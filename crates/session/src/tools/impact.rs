@@ -65,7 +65,7 @@ pub struct AnalyzeImpactParams {
     /// The files about to change, relative to the repository root.
     #[arg(skip)]
     pub target_files: Option<TargetFiles>,
-    /// What the change is; echoed back to keep the analysis self-describing.
+    /// What the change is (echoed back).
     #[arg(long)]
     pub change_description: Option<String>,
     /// The symbols you will change (`name`, `Class.name`): only their uses are followed.

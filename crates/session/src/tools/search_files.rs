@@ -12,17 +12,16 @@ use code_intel_codebase::walk::{self, WalkOptions};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 pub struct SearchFilesParams {
-    /// A glob such as `*.rs`, `src/**/*_test.go` or `**/README*`. A glob without `/` also matches
-    /// file names at any depth.
+    /// A glob (`*.rs`, `src/**/*_test.go`); one without `/` matches file names at any depth.
     #[arg(long, allow_hyphen_values = true)]
     pub pattern: Option<String>,
-    /// A directory to search in, relative to the repository root (default: everything).
+    /// A directory to search in (default: everything).
     #[arg(long)]
     pub path: Option<String>,
     /// Skip this many files (from a previous `next_offset`).
     #[arg(long)]
     pub offset: Option<usize>,
-    /// Search hidden files and directories too (`.github/`, `.env`, …); `.git` never.
+    /// Also search hidden files (`.github/`, `.env`; never `.git`).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub hidden: Option<bool>,
 }

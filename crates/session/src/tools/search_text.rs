@@ -42,10 +42,10 @@ pub struct SearchTextParams {
     /// A regular expression (ripgrep syntax), or a list of at most 5 searched in parallel.
     #[arg(skip)]
     pub pattern: Option<Patterns>,
-    /// A file or directory to search, relative to the repository root (default: everything).
+    /// A file or directory to search (default: everything).
     #[arg(long)]
     pub path: Option<String>,
-    /// A ripgrep file type: rust, py, js, ts, go, java, c, cpp, cs, ruby, php, md, …
+    /// A ripgrep file type: rust, py, js, ts, go, java, md, …
     #[arg(long)]
     pub file_type: Option<String>,
     /// Match case exactly (default true).
@@ -63,7 +63,7 @@ pub struct SearchTextParams {
     /// Skip this many matches (from a previous `next_offset`).
     #[arg(long)]
     pub offset: Option<usize>,
-    /// Search hidden files and directories too (`.github/`, `.env`, …); `.git` never.
+    /// Also search hidden files (`.github/`, `.env`; never `.git`).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub hidden: Option<bool>,
 }
