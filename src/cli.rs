@@ -47,7 +47,7 @@ pub struct Cli {
 pub enum Command {
     /// Show the active workflow session: phase, step, tasks, counters.
     Status,
-    /// In PRE_COMMIT: every change of the session's task branch since its base, with diffs.
+    /// In PRE_COMMIT and QUALITY_REVIEW: every change of the session's task branch since its base, with diffs.
     ReviewChanges,
     /// Show a session to the person reviewing its change: Markdown, `--json`, or `--html FILE`
     ///

@@ -308,6 +308,14 @@ pub fn session_start(ws: &Workspace) -> Option<String> {
         serde_json::Value::Object(status.expected_payload),
         state.compaction_count,
     );
+    let missing = code_intel_session::session::procedures::missing(ws.repo.root(), [status.instruction.as_str()]);
+    if !missing.is_empty() {
+        let paths = missing.iter().map(|p| p.path.as_str()).collect::<Vec<_>>().join(", ");
+        let note = ws
+            .contract
+            .message(&code_intel_workflow::contract::catalogue::DEFAULT_PROCEDURES_IN_STATUS, &[("paths", &paths)]);
+        out.push_str(&format!("{note}\n"));
+    }
     let mut tail = String::new();
     let rules = code_intel_session::context::project_rules(ws.repo.root(), &ws.contract);
     if !rules.summary.is_empty() {

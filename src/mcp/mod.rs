@@ -376,7 +376,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "analyze_impact",
-        description = "Use before changing files, to know what else to check: must_verify lists source files that call, import or reference their symbols; should_verify, tests, configs and docs that mention them; within_targets, uses inside the targets themselves; each with why."
+        description = "Use before changing files, to know what else to check: must_verify: source files that call, import or reference their symbols; should_verify: tests, configs and docs that mention them; within_targets: uses inside the targets themselves; each with why."
     )]
     async fn analyze_impact(
         &self,

@@ -174,9 +174,20 @@ async fn document_research_is_skipped_when_disabled_or_when_there_is_nothing_to_
     let client = connect(root).await;
     let started = ok(&client, "start_session", start(QUERY)).await;
     assert_eq!(started["phase"], "QUERY_FRAME", "{started}");
-    assert!(started["notes"].to_string().contains("design/"), "{started}");
+    let notes = started["notes"].to_string();
+    assert!(notes.contains("design/") && notes.contains("in .code-intel/context.yml."), "{started}");
     client.cancel().await.unwrap();
     assert_eq!(cli(root, &["clean"], "").0, 0);
+
+    // No context.yml and no docs: the defaults are named as such, not a file that is not there.
+    let bare = crate::common::fixture_repo("project");
+    std::fs::remove_dir_all(bare.path().join("docs")).unwrap();
+    let client = connect(bare.path()).await;
+    let started = ok(&client, "start_session", start(QUERY)).await;
+    assert_eq!(started["phase"], "QUERY_FRAME", "{started}");
+    let notes = started["notes"].to_string();
+    assert!(notes.contains("its defaults (.code-intel/context.yml does not exist"), "{notes}");
+    client.cancel().await.unwrap();
 
     // A context.yml that does not parse: the defaults apply, and the agent is told.
     std::fs::write(root.join(".code-intel/context.yml"), "doc_research: [\n").unwrap();

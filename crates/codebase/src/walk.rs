@@ -77,10 +77,8 @@ pub fn walk_each(
     // only when a .git exists (the `ignore` default), skip hidden files unless asked for (and
     // then, as `rg --hidden -g '!.git'`, never `.git`, nor our derived directories).
     builder.hidden(!opts.hidden);
-    if opts.hidden {
-        let derived: Vec<PathBuf> = DERIVED_DIRS.iter().map(|d| repo.root().join(d)).collect();
-        builder.filter_entry(move |e| e.file_name() != ".git" && !derived.iter().any(|d| d == e.path()));
-    }
+    let derived: Vec<PathBuf> = DERIVED_DIRS.iter().map(|d| repo.root().join(d)).collect();
+    builder.filter_entry(move |e| e.file_name() != ".git" && !derived.iter().any(|d| d == e.path()));
     if let Some(built) = exclusions(repo, config) {
         builder.overrides(built);
     }
@@ -143,6 +141,13 @@ pub fn looks_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(8192)].contains(&0)
 }
 
+/// Whether `dir` is a directory whose entries are all [`DERIVED_DIRS`] (or it is empty).
+fn holds_only_derived(repo: &Repo, dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    let mut entries = entries.filter_map(Result::ok);
+    dir.is_dir() && entries.all(|e| DERIVED_DIRS.iter().any(|d| repo.root().join(d) == e.path()))
+}
+
 /// The project's exclude patterns, as the walk applies them.
 fn exclusions(repo: &Repo, config: &Config) -> Option<ignore::overrides::Override> {
     let mut overrides = OverrideBuilder::new(repo.root());
@@ -156,7 +161,8 @@ fn exclusions(repo: &Repo, config: &Config) -> Option<ignore::overrides::Overrid
 
 /// The hidden entries directly under `dir` (names starting with `.`, not `.git` and not ignored)
 /// that a walk without [`WalkOptions::hidden`] passes over, repository-relative and sorted: what
-/// a search can tell the agent it did not look at.
+/// a search can tell the agent it did not look at. A `.code-intel` that holds only the derived
+/// directories (never searched) is left out: there is nothing in it to search.
 pub fn hidden_entries(repo: &Repo, config: &Config, dir: &Path) -> Vec<String> {
     let mut builder = WalkBuilder::new(dir);
     builder.max_depth(Some(1)).hidden(false);
@@ -169,6 +175,7 @@ pub fn hidden_entries(repo: &Repo, config: &Config, dir: &Path) -> Vec<String> {
         .filter(|e| e.depth() == 1)
         .filter(|e| e.file_name().to_string_lossy().starts_with('.') && e.file_name() != ".git")
         .filter(|e| !DERIVED_DIRS.iter().any(|d| repo.root().join(d) == e.path()))
+        .filter(|e| !holds_only_derived(repo, e.path()))
         .filter_map(|e| repo.relative(e.path()))
         .collect();
     found.sort();
@@ -179,4 +186,43 @@ pub fn hidden_entries(repo: &Repo, config: &Config, dir: &Path) -> Vec<String> {
 /// or work tree).
 pub fn is_nested_repository(entry: &ignore::DirEntry) -> bool {
     entry.depth() > 0 && entry.file_type().is_some_and(|t| t.is_dir()) && entry.path().join(".git").exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rels(walked: &Walk) -> Vec<&str> {
+        walked.files.iter().map(|f| f.rel.as_str()).collect()
+    }
+
+    #[test]
+    fn hidden_files_are_walked_when_asked_and_git_and_derived_data_never() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (rel, text) in [
+            ("src/a.py", "a = 1\n"),
+            (".github/workflows/ci.yml", "run: pytest\n"),
+            (".git/HEAD", "ref: refs/heads/main\n"),
+            (".code-intel/index/leftover.yml", "x\n"),
+            (".code-intel/forest/leftover.yml", "x\n"),
+        ] {
+            std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+            std::fs::write(root.join(rel), text).unwrap();
+        }
+        let repo = Repo::at(root).unwrap();
+        let config = Config::default();
+        let plain = walk(&repo, &config, root, &WalkOptions::default()).unwrap();
+        assert_eq!(rels(&plain), ["src/a.py"]);
+        let hidden = WalkOptions { hidden: true, ..WalkOptions::default() };
+        let all = walk(&repo, &config, root, &hidden).unwrap();
+        assert_eq!(rels(&all), [".github/workflows/ci.yml", "src/a.py"]);
+        // Walked from inside, the derived directories stay out too.
+        let inside = walk(&repo, &config, &root.join(".code-intel"), &WalkOptions::default()).unwrap();
+        assert_eq!(rels(&inside), Vec::<&str>::new());
+        // What a search passed over: .github, not .git, not a .code-intel holding only derived data.
+        assert_eq!(hidden_entries(&repo, &config, root), [".github"]);
+        std::fs::write(root.join(".code-intel/context.yml"), "x: 1\n").unwrap();
+        assert_eq!(hidden_entries(&repo, &config, root), [".code-intel", ".github"]);
+    }
 }

@@ -36,7 +36,10 @@ fn the_server_announces_its_git_work_before_each_submit_that_does_it() {
             .is_some_and(|d| d.contains("the server makes"))
     );
     let r = s.pre_commit();
-    assert!(instruction(&r).contains("commits any fixes you made during it on llm_task_s1"), "{r}");
+    let quality = instruction(&r);
+    assert!(quality.contains("Files are not edited in this phase"), "{r}");
+    assert!(quality.contains("anything still uncommitted on llm_task_s1"), "{r}");
+    assert!(!quality.contains("fixes you made during it"), "no promise of edits the hooks block: {r}");
     let r = s.quality(&[]);
     assert_eq!(r["phase"], "MERGE");
     let merge = instruction(&r);

@@ -545,6 +545,8 @@ fn failed_to_ready() {
     assert_eq!((r["phase"].as_str(), r["step"].as_u64()), (Some("READY"), Some(12)));
     assert!(r["instruction"].as_str().unwrap().contains("pytest"), "the revert reason is in the instruction");
     assert_eq!(s.cp.orchestrator_state.tasks[0].failure_count, 1);
+    let instruction = r["instruction"].as_str().unwrap();
+    assert!(instruction.contains("task_1 (Completed, failed verification 1x)"), "{instruction}");
 }
 
 #[test]

@@ -158,9 +158,14 @@ impl Sessions {
             } else if context::docs::candidates(&ws.repo, &ws.config, &context).is_empty() {
                 flags.no_doc_research = true;
                 let docs_path = context.docs_path.join(", ");
+                // Name the file only where it is: without it the defaults apply.
+                let path = if ws.repo.root().join(CONTEXT_FILE).is_file() {
+                    CONTEXT_FILE.to_owned()
+                } else {
+                    format!("its defaults ({CONTEXT_FILE} does not exist; `git code-intel init` writes one to edit)")
+                };
                 notes.push(
-                    ws.contract
-                        .message(&msg::DOC_RESEARCH_NO_DOCUMENTS, &[("docs_path", &docs_path), ("path", CONTEXT_FILE)]),
+                    ws.contract.message(&msg::DOC_RESEARCH_NO_DOCUMENTS, &[("docs_path", &docs_path), ("path", &path)]),
                 );
             }
         }

@@ -12,7 +12,9 @@ use code_intel_workflow::contract::catalogue as msg;
 
 use crate::workspace::Workspace;
 
-/// Every procedure file init writes: its path in the repository, and its default text.
+/// Every procedure file init writes: its path in the repository, and its default text. (No
+/// instruction names `doc_research/default.md`: DOCUMENT_RESEARCH lists the prompts that exist in
+/// `documents.prompts`; it is here because init writes it from this table.)
 pub const DEFAULTS: &[(&str, &str)] = &[
     (".code-intel/task_planning.md", include_str!("../../../../templates/init/task_planning.md")),
     (".code-intel/user_escalation.md", include_str!("../../../../templates/init/user_escalation.md")),

@@ -247,7 +247,15 @@ pub fn instruction(contract: &Contract, state: &SessionState) -> String {
     if key == "READY_PLAN"
         && let Some(reason) = &state.revert_reason
     {
-        let tasks: Vec<String> = state.tasks.iter().map(|t| format!("{} ({:?})", t.id, t.status)).collect();
+        // A task that failed verification is still Completed (its code is there): say it failed.
+        let tasks: Vec<String> = state
+            .tasks
+            .iter()
+            .map(|t| match t.failure_count {
+                0 => format!("{} ({:?})", t.id, t.status),
+                n => format!("{} ({:?}, failed verification {n}x)", t.id, t.status),
+            })
+            .collect();
         // The reason often ends a sentence of the agent's own; the message ends it once.
         let reason = reason.trim_end().trim_end_matches('.');
         let note = contract.message(&msg::REVERT_TO_PLANNING, &[("reason", reason), ("tasks", &tasks.join(", "))]);
