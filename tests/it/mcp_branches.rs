@@ -226,6 +226,7 @@ async fn default_flow_through_merge_fast_forward() {
     let r = submit(&client, json!({"summary": "merge it"})).await;
     assert_eq!(r["phase"], "SESSION_COMPLETE");
     assert_eq!(r["message"], format!("Merged {branch} → main. Session complete."));
+    assert!(r.get("task_branch").is_none(), "the merged branch is deleted, so it is not named: {r}");
     assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
     assert_eq!(git(root, &["log", "-1", "--format=%s"]), "Quality review fixes", "fast-forward: no merge commit");
     assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "", "the task branch is deleted");

@@ -342,7 +342,12 @@ impl Sessions {
                     procedures,
                     response: accepted.response,
                     stale_branches: None,
-                    task_branch: next.orchestrator_state.task_branch.clone(),
+                    // After the merge the task branch is gone: naming it would point at nothing.
+                    task_branch: next
+                        .orchestrator_state
+                        .task_branch
+                        .clone()
+                        .filter(|_| !next.orchestrator_state.is_complete()),
                     recovered: self.take_recovered(),
                     project_rules: None,
                     documents,
