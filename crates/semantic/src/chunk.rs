@@ -182,7 +182,10 @@ fn uncovered_runs(covered: &[bool], from: u32, to: u32) -> Vec<(u32, u32)> {
 }
 
 /// Splits `start..=end` into pieces of at most `max_tokens`, cutting before lines at the
-/// smallest indentation of the body (statement starts) when it can, else at any line.
+/// smallest indentation of the body (statement starts) when it can, else at any line. The body is
+/// what is indented deeper than the first line: a signature's own lines at that level
+/// (`) -> T`, `where`, `{`) are not statements, and cutting there left a piece that held the
+/// signature alone.
 fn split(lines: &[&str], start: u32, end: u32, max_tokens: usize) -> Vec<(u32, u32)> {
     let text_of = |a: u32, b: u32| lines[(a - 1) as usize..b as usize].join("\n");
     if start > end || estimate_tokens(&text_of(start, end)) <= max_tokens {
@@ -192,7 +195,8 @@ fn split(lines: &[&str], start: u32, end: u32, max_tokens: usize) -> Vec<(u32, u
         let line = lines[(l - 1) as usize];
         (!line.trim().is_empty()).then(|| line.len() - line.trim_start().len())
     };
-    let body_indent = (start + 1..=end).filter_map(indent).min().unwrap_or(0);
+    let head_indent = indent(start).unwrap_or(0);
+    let body_indent = (start + 1..=end).filter_map(indent).filter(|&i| i > head_indent).min().unwrap_or(0);
     let mut out = Vec::new();
     let mut piece_start = start;
     let mut last_boundary = None;
@@ -278,6 +282,28 @@ mod tests {
         assert_eq!(w.len(), 3);
         assert_eq!((w[0].start_line, w[0].end_line, w[2].end_line), (1, 40, 100));
         assert_eq!(w[0].id, "notes.txt#<lines>#1");
+    }
+
+    #[test]
+    fn a_signature_over_several_lines_stays_with_the_start_of_its_body() {
+        // As heck's `transform`: parameters, `) -> T`, `where` and `{` on lines of their own at
+        // the function's indentation, then a body too long for one piece.
+        let mut src = String::from(
+            "fn transform<F, G>(\n    s: &str,\n    mut with_word: F,\n) -> fmt::Result\nwhere\n    F: FnMut(&str) -> fmt::Result,\n{\n",
+        );
+        for i in 0..60 {
+            src.push_str(&format!("    let value_{i} = compute_something_long({i}, {i});\n"));
+        }
+        src.push_str("}\n");
+        let c = chunks("src/lib.rs", &src, 128);
+        assert!(c.len() > 2, "{}", c.len());
+        assert_eq!(c[0].start_line, 1);
+        assert!(c[0].text.contains("let value_0"), "the first piece holds more than the signature: {}", c[0].text);
+        assert!(c.iter().all(|c| estimate_tokens(&c.text) <= 128 + 20), "pieces stay near the limit");
+        for w in c.windows(2) {
+            assert_eq!(w[0].end_line + 1, w[1].start_line, "no gaps or overlaps");
+            assert!(src.lines().nth(w[1].start_line as usize - 1).unwrap().starts_with("    let"), "cut at statements");
+        }
     }
 
     #[test]
