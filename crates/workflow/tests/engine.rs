@@ -945,3 +945,19 @@ fn every_task_keeps_its_own_implementation_summary() {
     assert!(!summaries.contains_key("step_13_READY_IMPL"), "{summaries:?}");
     assert_eq!(summaries.get("step_14_READY_COMPLETE").map(String::as_str), Some("all tasks done"));
 }
+
+#[test]
+fn a_task_schema_says_what_each_checklist_field_means_once() {
+    let mut s = Session::new(Intent::Implement, Flags::default());
+    s.through_exploration();
+    let r = s.ok(json!({"tasks": [{"id": "t1", "description": "do it", "status": "pending", "checklist": [
+        {"item": "first", "status": "pending"}, {"item": "second", "status": "pending"}, {"item": "third", "status": "pending"}
+    ]}], "tools_used": [], "summary": "plan"}));
+    let prefix = r["expected_payload_schema"]["properties"]["checklist"]["prefixItems"].as_array().unwrap().clone();
+    assert_eq!(prefix.len(), 3);
+    let described = |item: &serde_json::Value| item["properties"]["evidence"].get("description").is_some();
+    assert!(described(&prefix[0]), "{}", prefix[0]);
+    assert!(!described(&prefix[1]) && !described(&prefix[2]), "{}", prefix[1]);
+    assert_eq!(prefix[2]["properties"]["item"]["const"], "third");
+    assert_eq!(prefix[1]["anyOf"], prefix[0]["anyOf"], "the rules stay on every item");
+}

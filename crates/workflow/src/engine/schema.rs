@@ -308,9 +308,20 @@ fn task_schema(props: &mut Map<String, Value>, state: &SessionState) {
     let prefix: Vec<Value> = task
         .checklist
         .iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
             let mut s = item.clone();
             if let Some(o) = s.as_object_mut() {
+                // What each field means is said once, in the first item: the others repeated it
+                // word for word, which made the answer hard to read.
+                if i > 0 {
+                    o.remove("description");
+                    for field in o.get_mut("properties").and_then(Value::as_object_mut).into_iter().flatten() {
+                        if let Some(f) = field.1.as_object_mut() {
+                            f.remove("description");
+                        }
+                    }
+                }
                 o.insert(
                     "anyOf".into(),
                     json!([
