@@ -447,3 +447,46 @@ fn impact_follows_the_named_symbols() {
     );
     assert_eq!(other.symbols_not_defined, ["Auth.no_such_name()"], "named as given");
 }
+
+/// Re-exports are exports: `pub use` in Rust and `export … from` in TypeScript are listed by
+/// analyze_structure as `re-export`, and a barrel file that re-exports a module is one of its
+/// importers for analyze_impact.
+#[test]
+fn re_exports_are_exports_and_barrels_import_their_modules() {
+    use code_intel_session::tools::impact::{AnalyzeImpactParams, TargetFiles, analyze_impact};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    crate::common::git(root, &["init", "-q"]);
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "mod kebab;\npub use kebab::ToKebabCase;\npub(crate) use kebab::Helper;\n\npub fn a() {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("src/index.ts"),
+        "export { login } from './auth';\nexport * from './session';\nimport { x } from './x';\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("src/auth.ts"),
+        "export function login(user: string): boolean {\n  return user.length > 0;\n}\n",
+    )
+    .unwrap();
+    let ws = Workspace::open(root, false).unwrap();
+    let outline = |file: &str| {
+        analyze_structure(&ws, AnalyzeStructureParams { file_path: Some(file.into()), ..Default::default() }).unwrap()
+    };
+    let rust = outline("src/lib.rs");
+    let names: Vec<(&str, &str)> = rust.exports.iter().map(|e| (e.kind.as_str(), e.name.as_str())).collect();
+    assert_eq!(names, [("re-export", "pub use kebab::ToKebabCase;"), ("function", "a")], "pub(crate) is not an export");
+    assert_eq!(rust.summary.exports, 2);
+    let ts = outline("src/index.ts");
+    let lines: Vec<(u32, &str)> = ts.exports.iter().map(|e| (e.line, e.kind.as_str())).collect();
+    assert_eq!(lines, [(1, "re-export"), (2, "re-export")], "{:?}", ts.exports);
+    ws.index_now(false);
+    let p = AnalyzeImpactParams { target_files: Some(TargetFiles::One("src/auth.ts".into())), ..Default::default() };
+    let impact = analyze_impact(&ws, p).unwrap();
+    let barrel = impact.must_verify.iter().find(|e| e.file == "src/index.ts").expect("the barrel re-exports auth");
+    assert!(barrel.reason.contains("login") || barrel.reason.contains("imports auth"), "{barrel:?}");
+}

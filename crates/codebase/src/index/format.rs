@@ -2,7 +2,7 @@
 //! streaming pass.
 //!
 //! ```text
-//! magic "GCISYM09" | blake3 checksum (32) | header: 14 little-endian u64
+//! magic "GCISYM10" | blake3 checksum (32) | header: 14 little-endian u64
 //! postings   one list per name: crc32, n_defs, n_refs, then its definitions as (file, symbol)
 //!            and its uses as (file, line, column, enclosing symbol + 1 or 0), each sorted;
 //!            keys starting with \x01 list the files whose imports contain a word
@@ -30,7 +30,9 @@ use std::sync::Arc;
 use crate::lang::Lang;
 use crate::syntax::{FileSyntax, Symbol, SymbolKind};
 
-pub const MAGIC: &[u8; 8] = b"GCISYM09";
+/// 10: the layout of 09; what is extracted changed (a JavaScript or TypeScript `export … from`
+/// is an import), so an index of 09 is rebuilt rather than mixed with files parsed now.
+pub const MAGIC: &[u8; 8] = b"GCISYM10";
 /// Keys that start with this byte are not names: `IMPORT_KEY` + a word lists the files whose
 /// import statements contain that word (as a whole identifier), with the import's index.
 pub const IMPORT_KEY: char = '\u{1}';

@@ -219,7 +219,17 @@ pub fn outline(
         crate::tools::page::take_page(all_imports.take(0), 0, 0, 0)
     };
     let page = crate::tools::page::take_page(entries, offset, usize::MAX, budget - import_budget);
-    let (mut functions, mut classes, mut exports, mut ranges) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Re-exports (`pub use a::B;`, `export { b } from './b'`) are exports too; they are listed
+    // with the imports, on the first page.
+    let reexports: Vec<ExportItem> = syntax
+        .imports
+        .iter()
+        .filter(|i| is_reexport(lang, &i.text))
+        .map(|i| ExportItem { name: i.text.clone(), kind: "re-export".to_owned(), line: i.line })
+        .collect();
+    let reexport_count = reexports.len();
+    let (mut functions, mut classes, mut exports, mut ranges) =
+        (Vec::new(), Vec::new(), if offset == 0 { reexports } else { Vec::new() }, Vec::new());
     for e in page.items {
         functions.extend(e.function);
         classes.extend(e.class);
@@ -241,7 +251,7 @@ pub fn outline(
             functions: symbols.iter().filter(|s| s.kind.is_callable()).count(),
             classes: symbols.iter().filter(|s| s.kind.is_class_like()).count(),
             imports: syntax.imports.len(),
-            exports: symbols.iter().filter(|s| export(s).is_some()).count(),
+            exports: symbols.iter().filter(|s| export(s).is_some()).count() + reexport_count,
             ranges,
         },
         functions,
@@ -253,6 +263,15 @@ pub fn outline(
         truncated: page.truncated || imports.truncated,
         truncation_warning: None,
         note: (!notes.is_empty()).then(|| notes.join("; ")),
+    }
+}
+
+/// Whether an import statement's text re-exports what it imports.
+fn is_reexport(lang: Lang, text: &str) -> bool {
+    match lang {
+        Lang::Rust => text.starts_with("pub use "),
+        Lang::JavaScript | Lang::TypeScript | Lang::Tsx => text.starts_with("export "),
+        _ => false,
     }
 }
 

@@ -4,3 +4,4 @@
 (method_definition name: (_) @name) @definition.method
 (variable_declarator name: (identifier) @name value: [(arrow_function) (function_expression)]) @definition.function
 (import_statement) @import
+(export_statement source: (_)) @import

@@ -13,3 +13,4 @@
 (module name: (_) @name) @definition.module
 (variable_declarator name: (identifier) @name value: [(arrow_function) (function_expression)]) @definition.function
 (import_statement) @import
+(export_statement source: (_)) @import
