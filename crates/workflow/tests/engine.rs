@@ -819,7 +819,10 @@ fn investigation_flow() {
     s.frame();
     s.explore();
     s.gate("needs_more_information", false);
-    s.gate("has_unverified_hypotheses", false);
+    let q3 = s.gate("has_unverified_hypotheses", false);
+    // Q3 speaks of "the modification": an investigation is told how to read it.
+    let reading = s.message(&["session_messages", "investigation_reading"], &[]);
+    assert!(q3["instruction"].as_str().unwrap().contains(&reading), "{q3}");
     let r = s.gate("needs_impact_analysis", false);
     assert_eq!(r["phase"], "SESSION_COMPLETE");
     assert_eq!(r["message"], s.message(&["success", "Q3", "investigation_complete"], &[]));
@@ -828,7 +831,8 @@ fn investigation_flow() {
     s.explore();
     s.gate("needs_more_information", false);
     s.gate("has_unverified_hypotheses", false);
-    s.gate("needs_impact_analysis", true);
+    let impact = s.gate("needs_impact_analysis", true);
+    assert!(impact["instruction"].as_str().unwrap().contains(&reading), "{impact}");
     let r = s.impact();
     assert_eq!(r["message"], s.message(&["success", "IMPACT_ANALYSIS", "investigation_complete"], &[]));
 }
@@ -960,4 +964,17 @@ fn a_task_schema_says_what_each_checklist_field_means_once() {
     assert!(!described(&prefix[1]) && !described(&prefix[2]), "{}", prefix[1]);
     assert_eq!(prefix[2]["properties"]["item"]["const"], "third");
     assert_eq!(prefix[1]["anyOf"], prefix[0]["anyOf"], "the rules stay on every item");
+}
+
+#[test]
+fn an_implementation_is_not_told_it_modifies_nothing() {
+    let mut s = Session::new(Intent::Implement, Flags::default());
+    s.doc();
+    s.frame();
+    s.explore();
+    s.gate("needs_more_information", false);
+    let q3 = s.gate("has_unverified_hypotheses", false);
+    let reading = s.message(&["session_messages", "investigation_reading"], &[]);
+    assert_eq!(q3["phase"], "Q3");
+    assert!(!q3["instruction"].as_str().unwrap().contains(&reading), "{q3}");
 }

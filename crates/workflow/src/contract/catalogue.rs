@@ -211,6 +211,7 @@ catalogue! {
     SYMBOLS_FAR_FROM_REQUEST = ["session_messages", "symbols_far_from_request"] ("symbols") Note;
     PAST_FAILURES = ["session_messages", "past_failures"] () Note;
     DEFAULT_PROCEDURES = ["session_messages", "default_procedures"] ("paths") Note;
+    INVESTIGATION_READING = ["session_messages", "investigation_reading"] () Note;
     DEFAULT_PROCEDURES_IN_STATUS = ["session_messages", "default_procedures_in_status"] ("paths") Note;
     CHECKPOINT_SUMMARIES_SHORTENED = ["session_messages", "checkpoint_summaries_shortened"] () Note;
     REVERT_VERIFICATION_FAILED = ["session_messages", "revert_verification_failed"] ("details", "count", "next_step") Note;

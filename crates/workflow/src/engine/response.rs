@@ -264,6 +264,10 @@ pub fn instruction(contract: &Contract, state: &SessionState) -> String {
     if let Some(note) = git_action(contract, state, key) {
         text = format!("{text}\n{note}");
     }
+    // Q3 and IMPACT_ANALYSIS speak of "the modification": an investigation modifies nothing.
+    if matches!(key, "Q3" | "IMPACT_ANALYSIS") && flow::investigates(state.intent, &state.flags) {
+        text = format!("{text}\n{}", contract.message(&msg::INVESTIGATION_READING, &[]));
+    }
     text
 }
 
