@@ -141,12 +141,15 @@ fn evidence_a_later_task_rewrote_reopens_its_task() {
     assert_eq!(r["ready_substep"], "READY_IMPL", "{r}");
     assert!(r["warning"].as_str().is_some_and(|w| w.contains("t1 (src/auth.py:2-3")), "{r}");
     let t1 = &s.cp.orchestrator_state.tasks[0];
-    assert_eq!(t1.status, TaskStatus::Pending);
+    assert_eq!((t1.status, t1.reopened), (TaskStatus::Pending, true));
     assert_eq!(s.cp.orchestrator_state.tasks[1].status, TaskStatus::Completed);
+    // Its code is written: reporting it anew asks for no check_write_target, and says so.
+    assert!(r["warning"].as_str().is_some_and(|w| w.contains("needs no check_write_target")), "{r}");
+    assert!(r["expected_payload_schema"]["properties"]["tools_used"].get("contains").is_none(), "{r}");
     // Reported again where the code is now, it completes.
-    s.called(&["check_write_target"]);
     s.ok(json!({"task_id": "t1", "checklist": [{"item": "t1 code", "status": "done", "evidence": "src/auth.py:3-4"}],
-                "tools_used": ["check_write_target"], "summary": "t1 again"}));
+                "tools_used": [], "summary": "t1 again"}));
+    assert!(!s.cp.orchestrator_state.tasks[0].reopened);
     assert_eq!(s.finish()["phase"], "POST_IMPL_VERIFY");
 }
 

@@ -47,6 +47,15 @@ pub fn asks_tools_used(key: &str) -> bool {
     !matches!(key, "READY_COMPLETE" | "MERGE")
 }
 
+/// The tools `key` requires in this session: [`required_tools`], less check_write_target when
+/// the task to report is a reopened one (its code is written; reporting it writes nothing).
+pub fn required_tools_now(key: &str, state: &SessionState) -> &'static [&'static str] {
+    if key == "READY_IMPL" && state.pending_tasks().next().is_some_and(|t| t.reopened) {
+        return &[];
+    }
+    required_tools(key)
+}
+
 /// A served tool the phase cannot pass without: the agent must call it and report it.
 pub fn required_tools(key: &str) -> &'static [&'static str] {
     match key {
@@ -213,7 +222,7 @@ pub fn for_state(key: &str, state: &SessionState) -> Value {
         count.insert("default".into(), json!(state.compaction_count));
     }
     if let Some(tools) = props.get_mut("tools_used").and_then(Value::as_object_mut) {
-        let required = required_tools(key);
+        let required = required_tools_now(key, state);
         match required {
             [] => {}
             [one] => {

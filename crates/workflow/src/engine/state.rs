@@ -107,6 +107,10 @@ pub struct Task {
     pub failure_count: u32,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub revert_reason: String,
+    /// Pending again because a later task changed the lines its evidence cited: its code is
+    /// written, so reporting it anew needs no check_write_target (editing it still does).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reopened: bool,
 }
 
 /// The safety-valve counters; `failure_count` is per task.

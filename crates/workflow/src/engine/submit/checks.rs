@@ -20,7 +20,7 @@ impl Step<'_> {
         if !never_called.is_empty() {
             return Err(self.refuse(msg::TOOLS_NOT_CALLED, &[("tools", &never_called.join(", "))]));
         }
-        let required = schema::required_tools(key);
+        let required = schema::required_tools_now(key, &self.session.orchestrator_state);
         let missing: Vec<&str> = required.iter().copied().filter(|t| !called.contains(*t)).collect();
         if !missing.is_empty() {
             return Err(self.refuse(msg::REQUIRED_TOOLS_NOT_USED, &[("missing_list", &missing.join(", "))]));

@@ -65,6 +65,7 @@ pub(super) fn plan(contract: &Contract, session: &Checkpoint, p: &ReadyPlanPaylo
             checklist,
             failure_count: previous.map_or(0, |t| t.failure_count),
             revert_reason: previous.map(|t| t.revert_reason.clone()).unwrap_or_default(),
+            reopened: !completed && previous.is_some_and(|t| t.reopened),
         });
     }
     if !tasks.iter().any(|t| t.status == TaskStatus::Pending) {
@@ -142,6 +143,7 @@ pub(super) fn complete(
     let task = &mut next.tasks[index];
     task.checklist = checked;
     task.status = TaskStatus::Completed;
+    task.reopened = false;
     Ok(())
 }
 
@@ -209,6 +211,7 @@ pub(super) fn reopen_stale(
         });
         if let Some((evidence, why)) = stale {
             task.status = TaskStatus::Pending;
+            task.reopened = true;
             for item in &mut task.checklist {
                 *item = ChecklistItem {
                     item: std::mem::take(&mut item.item),
