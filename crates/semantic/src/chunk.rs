@@ -1,7 +1,8 @@
 //! The Forest's chunks: every function and method, every class-like definition (without the
 //! methods, which are their own chunks) and the module-level code between definitions. A file
 //! without a grammar is cut into line windows. Oversized chunks are split at statement
-//! boundaries (lines at the chunk's own indentation), up to `max_tokens`.
+//! boundaries (lines at the body's indentation: in a function, the lines indented deeper than
+//! its first), up to `max_tokens`.
 //!
 //! Chunk ids are `path#symbol.path#n`: repository-relative, so moving the repository keeps
 //! them, and numbered, so two definitions with the same path stay two chunks.
@@ -97,7 +98,8 @@ pub fn chunk_file(rel: &str, source: &str, syntax: Option<(Lang, &FileSyntax)>, 
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut out = Vec::new();
     for (start, end, symbol, kind, signature) in pieces {
-        for (a, b) in split(&lines, start, end, max_tokens) {
+        let callable = SymbolKind::from_name(&kind).is_some_and(SymbolKind::is_callable);
+        for (a, b) in split(&lines, start, end, max_tokens, callable) {
             let text = bounded(lines[(a - 1) as usize..b as usize].join("\n"), rel, a, b, max_tokens);
             if !text.chars().any(char::is_alphanumeric) {
                 continue;
@@ -182,11 +184,12 @@ fn uncovered_runs(covered: &[bool], from: u32, to: u32) -> Vec<(u32, u32)> {
 }
 
 /// Splits `start..=end` into pieces of at most `max_tokens`, cutting before lines at the
-/// smallest indentation of the body (statement starts) when it can, else at any line. The body is
-/// what is indented deeper than the first line: a signature's own lines at that level
-/// (`) -> T`, `where`, `{`) are not statements, and cutting there left a piece that held the
-/// signature alone.
-fn split(lines: &[&str], start: u32, end: u32, max_tokens: usize) -> Vec<(u32, u32)> {
+/// smallest indentation of the body (statement starts) when it can, else at any line. In a
+/// function (`callable`) the body is what is indented deeper than its first line: a signature's
+/// own lines at that level (`) -> T`, `where`, `{`) are not statements, and cutting there left a
+/// piece that held the signature alone. Elsewhere (module code, the rest of a class, windows)
+/// every line counts, so top-level statements stay the cut points.
+fn split(lines: &[&str], start: u32, end: u32, max_tokens: usize, callable: bool) -> Vec<(u32, u32)> {
     let text_of = |a: u32, b: u32| lines[(a - 1) as usize..b as usize].join("\n");
     if start > end || estimate_tokens(&text_of(start, end)) <= max_tokens {
         return vec![(start, end)];
@@ -196,7 +199,9 @@ fn split(lines: &[&str], start: u32, end: u32, max_tokens: usize) -> Vec<(u32, u
         (!line.trim().is_empty()).then(|| line.len() - line.trim_start().len())
     };
     let head_indent = indent(start).unwrap_or(0);
-    let body_indent = (start + 1..=end).filter_map(indent).filter(|&i| i > head_indent).min().unwrap_or(0);
+    let any_level = (start + 1..=end).filter_map(indent).min().unwrap_or(0);
+    let deeper = (start + 1..=end).filter_map(indent).filter(|&i| i > head_indent).min();
+    let body_indent = if callable { deeper.unwrap_or(any_level) } else { any_level };
     let mut out = Vec::new();
     let mut piece_start = start;
     let mut last_boundary = None;
@@ -282,6 +287,23 @@ mod tests {
         assert_eq!(w.len(), 3);
         assert_eq!((w[0].start_line, w[0].end_line, w[2].end_line), (1, 40, 100));
         assert_eq!(w[0].id, "notes.txt#<lines>#1");
+    }
+
+    #[test]
+    fn oversized_module_code_is_cut_at_its_top_level_statements() {
+        let mut src = String::new();
+        for i in 0..80 {
+            src.push_str(&format!("value_{i} = compute_something_long({i}, {i})\n"));
+            if i % 10 == 0 {
+                src.push_str(&format!("if value_{i}:\n    log(value_{i})\n"));
+            }
+        }
+        let c = chunks("script.py", &src, 128);
+        assert!(c.len() > 2, "{}", c.len());
+        for w in c.windows(2) {
+            let first = src.lines().nth(w[1].start_line as usize - 1).unwrap();
+            assert!(!first.starts_with(' '), "a piece starts at a top-level statement, not at {first:?}");
+        }
     }
 
     #[test]

@@ -229,3 +229,33 @@ fn the_last_quality_review_says_it_is_the_last_and_commits_its_fixes() {
         }
     }
 }
+
+#[test]
+fn a_reopened_task_resent_with_new_work_needs_its_writes_checked_again() {
+    let mut s = Session::new(Intent::Modify, flags(|_| {}));
+    s.through_exploration();
+    s.plan(&["t1", "t2"]);
+    s.complete("t1");
+    let mut rewritten = auth_py();
+    rewritten.insert(0, "import store".into());
+    s.facts.evidence.insert("src/auth.py".into(), EvidenceFile::Lines(rewritten));
+    s.called(&["check_write_target"]);
+    s.ok(json!({"task_id": "t2", "checklist": [{"item": "t2 code", "status": "done", "evidence": "src/auth.py:1-4"}],
+                "tools_used": ["check_write_target"], "summary": "t2 done"}));
+    s.finish();
+    assert!(s.cp.orchestrator_state.tasks[0].reopened);
+    // Resent as it was: still reopened.
+    s.ok(json!({"tasks": [
+        {"id": "t1", "description": "do t1", "status": "pending", "checklist": [{"item": "t1 code", "status": "pending"}]},
+        {"id": "t2", "description": "do t2", "status": "completed"}], "tools_used": [], "summary": "replan"}));
+    assert!(s.cp.orchestrator_state.tasks[0].reopened);
+    // Resent with new work: the writes it needs are checked again.
+    s.ok(json!({"tasks": [
+        {"id": "t1", "description": "do t1", "status": "pending", "checklist": [{"item": "t1 code", "status": "pending"},
+                                                                                   {"item": "t1 more code", "status": "pending"}]},
+        {"id": "t2", "description": "do t2", "status": "completed"}], "tools_used": [], "summary": "replan"}));
+    assert!(!s.cp.orchestrator_state.tasks[0].reopened);
+    s.err(json!({"task_id": "t1", "checklist": [{"item": "t1 code", "status": "done", "evidence": "src/auth.py:3-4"},
+                                                {"item": "t1 more code", "status": "done", "evidence": "src/auth.py:3-4"}],
+                 "tools_used": [], "summary": "t1 again"}), "payload_mismatch");
+}

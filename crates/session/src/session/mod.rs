@@ -347,7 +347,7 @@ impl Sessions {
                         .orchestrator_state
                         .task_branch
                         .clone()
-                        .filter(|_| !next.orchestrator_state.is_complete()),
+                        .filter(|_| !matches!(accepted.effect, Some(Effect::Merge))),
                     recovered: self.take_recovered(),
                     project_rules: None,
                     documents,

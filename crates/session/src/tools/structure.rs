@@ -172,6 +172,9 @@ struct Entry {
     range: String,
 }
 
+/// The most re-exports the first page lists (each repeats its import's first line).
+const MAX_REEXPORTS: usize = 200;
+
 /// Imports get at most this share of the response.
 const IMPORT_SHARE: usize = 4;
 
@@ -221,13 +224,14 @@ pub fn outline(
     let page = crate::tools::page::take_page(entries, offset, usize::MAX, budget - import_budget);
     // Re-exports (`pub use a::B;`, `export { b } from './b'`) are exports too; they are listed
     // with the imports, on the first page.
-    let reexports: Vec<ExportItem> = syntax
+    let mut reexports: Vec<ExportItem> = syntax
         .imports
         .iter()
         .filter(|i| is_reexport(lang, &i.text))
         .map(|i| ExportItem { name: i.text.clone(), kind: "re-export".to_owned(), line: i.line })
         .collect();
     let reexport_count = reexports.len();
+    reexports.truncate(MAX_REEXPORTS);
     let (mut functions, mut classes, mut exports, mut ranges) =
         (Vec::new(), Vec::new(), if offset == 0 { reexports } else { Vec::new() }, Vec::new());
     for e in page.items {
@@ -241,6 +245,10 @@ pub fn outline(
         .into_iter()
         .chain(
             imports.next_offset.map(|n| format!("only the first {n} of {} imports are listed", syntax.imports.len())),
+        )
+        .chain(
+            (offset == 0 && reexport_count > MAX_REEXPORTS)
+                .then(|| format!("only the first {MAX_REEXPORTS} of {reexport_count} re-exports are listed")),
         )
         .collect();
     AnalyzeStructureOutput {

@@ -49,11 +49,9 @@ pub fn asks_tools_used(key: &str) -> bool {
 
 /// The tools `key` requires in this session: [`required_tools`], less check_write_target when
 /// the task to report is a reopened one (its code is written; reporting it writes nothing).
-pub fn required_tools_now(key: &str, state: &SessionState) -> &'static [&'static str] {
-    if key == "READY_IMPL" && state.pending_tasks().next().is_some_and(|t| t.reopened) {
-        return &[];
-    }
-    required_tools(key)
+pub fn required_tools_now(key: &str, state: &SessionState) -> Vec<&'static str> {
+    let reopened = key == "READY_IMPL" && state.pending_tasks().next().is_some_and(|t| t.reopened);
+    required_tools(key).iter().copied().filter(|t| !(reopened && *t == "check_write_target")).collect()
 }
 
 /// A served tool the phase cannot pass without: the agent must call it and report it.
@@ -223,7 +221,7 @@ pub fn for_state(key: &str, state: &SessionState) -> Value {
     }
     if let Some(tools) = props.get_mut("tools_used").and_then(Value::as_object_mut) {
         let required = required_tools_now(key, state);
-        match required {
+        match required.as_slice() {
             [] => {}
             [one] => {
                 tools.insert("contains".into(), json!({"const": one}));

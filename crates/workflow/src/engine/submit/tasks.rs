@@ -58,6 +58,14 @@ pub(super) fn plan(contract: &Contract, session: &Checkpoint, p: &ReadyPlanPaylo
         if !completed && checklist.is_empty() {
             return Err(fail(msg::CHECKLIST_REQUIRED, &[("task_id", &id)]));
         }
+        // A reopened task resent as it was stays reopened (its code is written); with another
+        // description or checklist it is new work, which needs its writes checked.
+        let reopened = !completed
+            && previous.is_some_and(|t| {
+                t.reopened
+                    && t.description == description
+                    && t.checklist.iter().map(|c| &c.item).eq(checklist.iter().map(|c| &c.item))
+            });
         tasks.push(Task {
             id: id.clone(),
             description,
@@ -65,7 +73,7 @@ pub(super) fn plan(contract: &Contract, session: &Checkpoint, p: &ReadyPlanPaylo
             checklist,
             failure_count: previous.map_or(0, |t| t.failure_count),
             revert_reason: previous.map(|t| t.revert_reason.clone()).unwrap_or_default(),
-            reopened: !completed && previous.is_some_and(|t| t.reopened),
+            reopened,
         });
     }
     if !tasks.iter().any(|t| t.status == TaskStatus::Pending) {
