@@ -116,15 +116,15 @@ async fn submit_start(client: &Client) {
     ok(client, "start_session", json!({"intent": "MODIFY", "query": "add logout", "no_doc_research": true})).await;
 }
 
+/// The files a review_changes answer lists as the task's (not the user's own earlier changes).
+fn task_files(review: &Value) -> Vec<&str> {
+    let files = review["files"].as_array().unwrap().iter();
+    files.filter(|f| f["pre_existing"] == json!(false)).map(|f| f["file"].as_str().unwrap()).collect()
+}
+
 async fn commit_and_review(client: &Client) {
     let review = ok(client, "review_changes", json!({})).await;
-    let mine: Vec<&str> = review["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["pre_existing"] == json!(false))
-        .map(|f| f["file"].as_str().unwrap())
-        .collect();
+    let mine = task_files(&review);
     assert_eq!(mine, vec!["src/auth.py", "src/debug_dump.txt"], "{review}");
     let auth = review["files"].as_array().unwrap().iter().find(|f| f["file"] == "src/auth.py").unwrap();
     assert_eq!(
@@ -202,13 +202,7 @@ async fn default_flow_through_merge_fast_forward() {
     auth.push_str("\n# reviewed\n");
     std::fs::write(root.join("src/auth.py"), &auth).unwrap();
     let again = ok(&client, "review_changes", json!({})).await;
-    let mine: Vec<&str> = again["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["pre_existing"] == json!(false))
-        .map(|f| f["file"].as_str().unwrap())
-        .collect();
+    let mine = task_files(&again);
     assert_eq!(mine, vec!["src/auth.py"], "{again}");
     let auth = again["files"].as_array().unwrap().iter().find(|f| f["file"] == "src/auth.py").unwrap();
     let diff = auth["diff"].as_str().unwrap();

@@ -164,19 +164,20 @@ fn exclusions(repo: &Repo, config: &Config) -> Option<ignore::overrides::Overrid
 /// a search can tell the agent it did not look at. A `.code-intel` that holds only the derived
 /// directories (never searched) is left out: there is nothing in it to search.
 pub fn hidden_entries(repo: &Repo, config: &Config, dir: &Path) -> Vec<String> {
-    let mut builder = WalkBuilder::new(dir);
-    builder.max_depth(Some(1)).hidden(false);
-    if let Some(built) = exclusions(repo, config) {
-        builder.overrides(built);
-    }
-    let mut found: Vec<String> = builder
-        .build()
-        .filter_map(Result::ok)
-        .filter(|e| e.depth() == 1)
-        .filter(|e| e.file_name().to_string_lossy().starts_with('.') && e.file_name() != ".git")
-        .filter(|e| !DERIVED_DIRS.iter().any(|d| repo.root().join(d) == e.path()))
-        .filter(|e| !holds_only_derived(repo, e.path()))
-        .filter_map(|e| repo.relative(e.path()))
+    // The walk itself, one level deep and hidden files included: its rules (ignore files,
+    // excludes, never `.git` or the derived directories) are the ones a search would apply.
+    let one_level = WalkOptions { max_depth: Some(1), hidden: true, ..WalkOptions::default() };
+    let Ok(level) = walk(repo, config, dir, &one_level) else { return Vec::new() };
+    let too_large = level.too_large.iter().map(|(rel, _)| repo.root().join(rel));
+    let mut found: Vec<String> = level
+        .files
+        .into_iter()
+        .map(|f| f.abs)
+        .chain(too_large)
+        .chain(level.dirs)
+        .filter(|p| p != dir && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .filter(|p| !holds_only_derived(repo, p))
+        .filter_map(|p| repo.relative(&p))
         .collect();
     found.sort();
     found

@@ -123,13 +123,13 @@ fn a_failed_verification_says_why_and_how_many_failures_are_left() {
     assert!(instruction(&r).contains("1 more before an intervention"), "{r}");
 }
 
-#[test]
-fn evidence_a_later_task_rewrote_reopens_its_task() {
+/// Two tasks planned and done, t2 rewriting the lines t1 cited (src/auth.py:2-3); READY's
+/// completion answer (which reopens t1) and the session.
+fn t1_reopened_by_t2() -> (Session, serde_json::Value) {
     let mut s = Session::new(Intent::Modify, flags(|_| {}));
     s.through_exploration();
     s.plan(&["t1", "t2"]);
     s.complete("t1");
-    // t2 rewrites the lines t1 cited (src/auth.py:2-3).
     let mut rewritten = auth_py();
     rewritten.insert(0, "import store".into());
     s.facts.evidence.insert("src/auth.py".into(), EvidenceFile::Lines(rewritten));
@@ -137,6 +137,12 @@ fn evidence_a_later_task_rewrote_reopens_its_task() {
     s.ok(json!({"task_id": "t2", "checklist": [{"item": "t2 code", "status": "done", "evidence": "src/auth.py:1-4"}],
                 "tools_used": ["check_write_target"], "summary": "t2 done"}));
     let r = s.finish();
+    (s, r)
+}
+
+#[test]
+fn evidence_a_later_task_rewrote_reopens_its_task() {
+    let (mut s, r) = t1_reopened_by_t2();
     assert_eq!(r["phase"], "READY");
     assert_eq!(r["ready_substep"], "READY_IMPL", "{r}");
     assert!(r["warning"].as_str().is_some_and(|w| w.contains("t1 (src/auth.py:2-3")), "{r}");
@@ -232,17 +238,7 @@ fn the_last_quality_review_says_it_is_the_last_and_commits_its_fixes() {
 
 #[test]
 fn a_reopened_task_resent_with_new_work_needs_its_writes_checked_again() {
-    let mut s = Session::new(Intent::Modify, flags(|_| {}));
-    s.through_exploration();
-    s.plan(&["t1", "t2"]);
-    s.complete("t1");
-    let mut rewritten = auth_py();
-    rewritten.insert(0, "import store".into());
-    s.facts.evidence.insert("src/auth.py".into(), EvidenceFile::Lines(rewritten));
-    s.called(&["check_write_target"]);
-    s.ok(json!({"task_id": "t2", "checklist": [{"item": "t2 code", "status": "done", "evidence": "src/auth.py:1-4"}],
-                "tools_used": ["check_write_target"], "summary": "t2 done"}));
-    s.finish();
+    let (mut s, _) = t1_reopened_by_t2();
     assert!(s.cp.orchestrator_state.tasks[0].reopened);
     // Resent as it was: still reopened.
     s.ok(json!({"tasks": [

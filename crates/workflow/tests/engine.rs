@@ -812,14 +812,20 @@ fn no_verify_flow() {
     assert_eq!(s.finish()["phase"], "PRE_COMMIT");
 }
 
-#[test]
-fn investigation_flow() {
-    let mut s = Session::new(Intent::Investigate, Flags::default());
+/// A session of `intent` brought to Q3 (no to Q1 and Q2), with the answer that enters it.
+fn at_q3(intent: Intent) -> (Session, serde_json::Value) {
+    let mut s = Session::new(intent, Flags::default());
     s.doc();
     s.frame();
     s.explore();
     s.gate("needs_more_information", false);
     let q3 = s.gate("has_unverified_hypotheses", false);
+    (s, q3)
+}
+
+#[test]
+fn investigation_flow() {
+    let (mut s, q3) = at_q3(Intent::Investigate);
     // Q3 speaks of "the modification": an investigation is told how to read it.
     let reading = s.message(&["session_messages", "investigation_reading"], &[]);
     assert!(q3["instruction"].as_str().unwrap().contains(&reading), "{q3}");
@@ -968,12 +974,7 @@ fn a_task_schema_says_what_each_checklist_field_means_once() {
 
 #[test]
 fn an_implementation_is_not_told_it_modifies_nothing() {
-    let mut s = Session::new(Intent::Implement, Flags::default());
-    s.doc();
-    s.frame();
-    s.explore();
-    s.gate("needs_more_information", false);
-    let q3 = s.gate("has_unverified_hypotheses", false);
+    let (s, q3) = at_q3(Intent::Implement);
     let reading = s.message(&["session_messages", "investigation_reading"], &[]);
     assert_eq!(q3["phase"], "Q3");
     assert!(!q3["instruction"].as_str().unwrap().contains(&reading), "{q3}");

@@ -203,6 +203,12 @@ pub fn under(rel: &str, prefix: &str) -> bool {
     prefix.is_empty() || rel == prefix || (rel.starts_with(prefix) && rel.as_bytes().get(prefix.len()) == Some(&b'/'))
 }
 
+/// What a search from `start` passed over as hidden (`hidden_not_searched`): nothing when it
+/// searched hidden files too.
+pub fn hidden_not_searched(ws: &Workspace, start: &std::path::Path, searched_hidden: bool) -> Vec<String> {
+    if searched_hidden { Vec::new() } else { code_intel_codebase::walk::hidden_entries(&ws.repo, &ws.config, start) }
+}
+
 /// A non-empty trimmed string argument, or None.
 pub fn given(arg: &Option<String>) -> Option<&str> {
     arg.as_deref().map(str::trim).filter(|s| !s.is_empty())

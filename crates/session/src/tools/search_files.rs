@@ -128,6 +128,6 @@ pub fn search_files(ws: &Workspace, params: SearchFilesParams) -> ToolResult<Sea
         truncated: page.truncated,
         truncation_warning: page.truncated.then(|| ws.truncation_warning()),
         skipped: SkippedFiles::new(too_large, Vec::new(), ws.config.max_file_size),
-        hidden_not_searched: if hidden { Vec::new() } else { walk::hidden_entries(&ws.repo, &ws.config, &start) },
+        hidden_not_searched: super::hidden_not_searched(ws, &start, hidden),
     })
 }

@@ -175,7 +175,7 @@ pub fn search_text(ws: &Workspace, params: SearchTextParams) -> ToolResult<Searc
         truncated: page.truncated,
         truncation_warning: page.truncated.then(|| ws.truncation_warning()),
         skipped: SkippedFiles::new(walked.too_large, binary, ws.config.max_file_size),
-        hidden_not_searched: if hidden { Vec::new() } else { walk::hidden_entries(&ws.repo, &ws.config, &start) },
+        hidden_not_searched: super::hidden_not_searched(ws, &start, hidden),
     })
 }
 
