@@ -285,8 +285,6 @@ pub struct CleanupStaleBranchesParams {
     /// "delete" (default) removes task branches; "merge" first merges the current task branch
     /// into its base.
     pub action: Option<String>,
-    /// Required to delete branches holding unmerged commits (list them first without it).
-    pub confirm: Option<bool>,
 }
 
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
@@ -525,16 +523,17 @@ impl CodeIntelServer {
 
     #[tool(
         name = "cleanup_stale_branches",
-        description = "Use when start_session reports llm_task_* branches left by earlier sessions: deletes merged ones at once and unmerged ones only with confirm: true after they were listed; action \"merge\" first merges the current task branch into its base."
+        description = "Use when start_session reports llm_task_* branches left by earlier sessions: deletes merged ones and lists unmerged ones, which only the user deletes (`git code-intel clean --confirm`); action \"merge\" first merges the current task branch into its base."
     )]
     async fn cleanup_stale_branches(
         &self,
         Parameters(p): Parameters<CleanupStaleBranchesParams>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let action = p.action.unwrap_or_else(|| "delete".into());
-        let confirm = p.confirm.unwrap_or(false);
-        let args = serde_json::json!({"action": action, "confirm": confirm});
-        self.run_session("cleanup_stale_branches", args, move |ws, s| s.cleanup_stale_branches(ws, &action, confirm))
+        // Unmerged commits are deleted only from the user's terminal (`clean --confirm`), never
+        // on the agent's word.
+        let args = serde_json::json!({"action": action});
+        self.run_session("cleanup_stale_branches", args, move |ws, s| s.cleanup_stale_branches(ws, &action, false))
             .await
     }
 

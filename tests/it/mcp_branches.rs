@@ -392,7 +392,7 @@ fn repo_with_stale(checked_out: bool) -> tempfile::TempDir {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cleanup_keeps_unmerged_work_until_confirmed() {
+async fn cleanup_keeps_unmerged_work_until_the_user_confirms_in_the_cli() {
     let repo = repo_with_stale(false);
     let root = repo.path();
     git(root, &["branch", "llm_task_20260102_000000_cafebabe_from_main", "main"]);
@@ -400,10 +400,14 @@ async fn cleanup_keeps_unmerged_work_until_confirmed() {
     let r = ok(&client, "cleanup_stale_branches", json!({"action": "delete"})).await;
     assert_eq!(r["deleted"], json!(["llm_task_20260102_000000_cafebabe_from_main"]), "merged (nothing ahead): deleted");
     assert_eq!(r["kept"][0]["branch"], "llm_task_20260101_000000_deadbeef_from_main");
-    assert!(r["kept"][0]["reason"].as_str().unwrap().contains("confirm: true"));
+    assert!(r["kept"][0]["reason"].as_str().unwrap().contains("git code-intel clean --confirm"), "{r}");
     assert_eq!(git(root, &["branch", "--list", "llm_task_*"]).lines().count(), 1);
+    // The agent's word is not the user's: confirm: true from the agent deletes nothing.
     let r = ok(&client, "cleanup_stale_branches", json!({"action": "delete", "confirm": true})).await;
-    assert_eq!(r["deleted"], json!(["llm_task_20260101_000000_deadbeef_from_main"]));
+    assert_eq!(r["deleted"], json!([]), "{r}");
+    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]).lines().count(), 1);
+    let (code, out, err) = crate::common::run_cli(root, &["--json", "clean", "--confirm"], "");
+    assert_eq!(code, 0, "{out}{err}");
     assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
     let r = call(&client, "cleanup_stale_branches", json!({"action": "rebase"})).await;
     assert_eq!(r.is_error, Some(true));

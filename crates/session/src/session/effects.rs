@@ -255,7 +255,7 @@ impl Sessions {
     }
 
     /// `cleanup_stale_branches`: merged task branches are deleted; unmerged ones only with
-    /// `confirm`, after a call without it has listed them. `merge` first merges the current task
+    /// `confirm`, which only the CLI (`clean --confirm`, the user) passes: the MCP tool never does. `merge` first merges the current task
     /// branch into its base. The active session's own branch is never touched.
     pub fn cleanup_stale_branches(&self, ws: &Workspace, action: &str, confirm: bool) -> SessionResult<CleanupReply> {
         let root = ws.repo.root();
@@ -309,7 +309,7 @@ impl Sessions {
                     base: b.base.clone(),
                     ahead: b.ahead,
                     reason: format!(
-                        "unmerged: {} commit(s) not on its base; call again with confirm: true to delete them",
+                        "unmerged: {} commit(s) not on its base; only the user deletes it, with `git code-intel clean --confirm` in their own terminal",
                         b.ahead
                     ),
                 });
