@@ -17,9 +17,10 @@
 //! - what a hostile remote costs `share pull` and the first search ([`hostile`]).
 //! - the index that follows edits: the cold build against ctags, lookups after edits ([`overlay`]);
 //! - the session report of a session of 50 tool calls against `git show` ([`report`]);
+//! - the sandbox runner's cost against `bash -c` ([`sandbox`]);
 //!
 //! `code-intel-bench <binary> <corpus> semantic` (or `retrieval`, `git`, `memory`, `scale`, `share`, `hostile`,
-//! `lookups`, `codanna`, `tools`, `cold`, `edits`, `report`) runs only that part.
+//! `lookups`, `codanna`, `tools`, `cold`, `edits`, `report`, `sandbox`) runs only that part.
 #![allow(
     clippy::let_underscore_must_use,
     reason = "a benchmark's setup and teardown (scratch files, servers it stops) may fail without changing what it measures; each figure is checked where it is taken"
@@ -43,6 +44,8 @@ mod retrieval;
 #[path = "retrieval_eval.rs"]
 #[allow(dead_code)]
 mod retrieval_eval;
+#[path = "sandbox.rs"]
+mod sandbox;
 #[path = "scale.rs"]
 mod scale;
 #[path = "semantic.rs"]
@@ -96,7 +99,9 @@ fn main() {
     assert!(bin.exists(), "binary {} missing", bin.display());
     assert!(
         corpus.is_dir()
-            || args.get(3).is_some_and(|a| a == "memory" || a == "hostile" || a == "hostile-fill" || a == "report"),
+            || args.get(3).is_some_and(|a| {
+                a == "memory" || a == "hostile" || a == "hostile-fill" || a == "report" || a == "sandbox"
+            }),
         "corpus {} missing",
         corpus.display()
     );
@@ -119,6 +124,7 @@ fn main() {
         Some("edits") => return overlay::edits(&bin, &corpus),
         Some("tools") => return tool_list_bytes(),
         Some("report") => return report::run(&bin),
+        Some("sandbox") => return sandbox::run(&bin, &corpus),
         _ => {}
     }
     tool_list_bytes();
@@ -200,6 +206,7 @@ fn main() {
     retrieval::run(Path::new(&args[0]));
     scale::shared_forest(&bin, &corpus);
     hostile::run(&bin);
+    sandbox::run(&bin, &corpus);
 
     memory::run(&bin);
 }

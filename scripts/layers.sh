@@ -26,8 +26,9 @@ check code-intel-workflow ""
 check code-intel-gitstate "code-intel-files"
 check code-intel-codebase "code-intel-files code-intel-workflow"
 check code-intel-semantic "code-intel-codebase code-intel-files code-intel-gitstate code-intel-workflow"
-check code-intel-session "code-intel-codebase code-intel-gitstate code-intel-semantic code-intel-workflow"
-check git-code-intel "code-intel-codebase code-intel-gitstate code-intel-semantic code-intel-session code-intel-workflow"
+check code-intel-sandbox ""
+check code-intel-session "code-intel-codebase code-intel-gitstate code-intel-sandbox code-intel-semantic code-intel-workflow"
+check git-code-intel "code-intel-codebase code-intel-gitstate code-intel-sandbox code-intel-semantic code-intel-session code-intel-workflow"
 # The session crate is what a session is, not how it is served: MCP and the async runtime are
 # the binary's edge.
 transport=$(cargo tree --locked -p code-intel-session -e normal --prefix none | awk '{print $1}' |

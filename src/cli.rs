@@ -107,6 +107,21 @@ pub enum Command {
     /// Hooks for coding agents (reads the agent's hook JSON on stdin).
     #[command(subcommand)]
     Hook(HookCommand),
+    /// Run a shell command in the kernel sandbox of the active session's phase
+    ///
+    /// The PreToolUse hooks turn every shell command of the agent into this form while a
+    /// session is active. The command (one argument, run with `SHELL -c`) and every process it
+    /// starts may write only git-ignored paths and temporary and cache directories, and in READY
+    /// the explored files in place; never .git, .claude, .codex, .code-intel, .agents or
+    /// .mcp.json. Landlock on Linux, seatbelt on macOS; elsewhere it refuses. With no active
+    /// session the command runs as it is. docs/SECURITY.md.
+    Sandbox {
+        /// The shell that runs the command.
+        #[arg(long, default_value = "bash", value_name = "PROGRAM")]
+        shell: PathBuf,
+        /// The command line, as one argument.
+        command: String,
+    },
     /// Serve MCP over stdio until stdin closes.
     Serve,
     /// Share the Map, the session history, the OutcomeLog, the Forest's vectors and the merge
@@ -377,11 +392,12 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
             }
         },
         Command::Hook(HookCommand::ClaudePreToolUse) => {
-            crate::hooks::pre_tool_use_from_stdin(ws, crate::hooks::Client::ClaudeCode).report()
+            crate::hooks::pre_tool_use_from_stdin(ws.repo.root(), crate::hooks::Client::ClaudeCode).report()
         }
         Command::Hook(HookCommand::CodexPreToolUse) => {
-            crate::hooks::pre_tool_use_from_stdin(ws, crate::hooks::Client::Codex).report()
+            crate::hooks::pre_tool_use_from_stdin(ws.repo.root(), crate::hooks::Client::Codex).report()
         }
+        Command::Sandbox { shell, command } => crate::sandbox::run(ws.repo.root(), &shell, &command),
         Command::ReviewChanges => {
             let value = match code_intel_session::session::Sessions::open(ws).review_changes(ws) {
                 Ok(v) => serde_json::to_value(v).unwrap_or_default(),

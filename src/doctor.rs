@@ -40,7 +40,7 @@ pub struct Check {
 
 /// Every check, in the order a user would fix them.
 pub fn checks(root: &Path) -> Vec<Check> {
-    let mut out = vec![program_on_path()];
+    let mut out = vec![program_on_path(), kernel_sandbox()];
     out.extend(claude_code(root));
     out.extend(codex(root));
     out.extend(sharing(root));
@@ -103,6 +103,18 @@ fn program_on_path() -> Check {
             "install it (`cargo install --locked --path .` in the git-code-intel checkout) into a directory on PATH: the MCP entries and hooks run it by name",
         ),
     }
+}
+
+/// Whether the kernel confines the agent's shell here (docs/SECURITY.md): where it cannot, the
+/// hooks' judgement of a command's text is all there is, and that is advisory.
+fn kernel_sandbox() -> Check {
+    let support = code_intel_sandbox::support();
+    todo(
+        "both",
+        format!("a kernel sandbox for the agent's shell commands: {}", support.describe()),
+        support.is_kernel(),
+        "none here, so the hooks judge shell commands from their text, which is advisory: a command can write what the phase forbids. Linux 5.13 or later with Landlock enabled (`lsm=` holding landlock), or macOS, enforces it",
+    )
 }
 
 fn which(program: &str) -> Option<PathBuf> {

@@ -21,16 +21,19 @@ use serde_json::Value;
 use std::io::Read;
 
 use code_intel_codebase::repo::PathError;
-use code_intel_session::session::store::SessionStore;
+use code_intel_session::session::store::{SessionStore, Stored};
 use code_intel_session::workspace::Workspace;
 use code_intel_workflow::engine::phase::Phase;
 use code_intel_workflow::engine::{self, response};
+use std::path::{Path, PathBuf};
 
 /// What the hook tells the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
     Block(String),
+    /// Allow, with the tool's input replaced: the client's hook answer, printed on stdout.
+    Rewrite(Value),
 }
 
 impl Verdict {
@@ -41,6 +44,10 @@ impl Verdict {
             Verdict::Block(reason) => {
                 eprintln!("{reason}");
                 2
+            }
+            Verdict::Rewrite(answer) => {
+                println!("{answer}");
+                0
             }
         }
     }
@@ -132,34 +139,113 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
-pub fn pre_tool_use_from_stdin(ws: &Workspace, client: Client) -> Verdict {
-    let mut input = String::new();
-    let read = std::io::stdin().read_to_string(&mut input);
-    // With no session to guard, nothing is judged: not even input this binary cannot read.
-    let Some(stored) = active_session(ws) else { return Verdict::Allow };
+/// The most of a hook event read from stdin: more is not a tool call a client sends.
+const MAX_EVENT_BYTES: u64 = 16 << 20;
+
+/// PreToolUse from stdin. The session that guards the call is the one active in the work tree
+/// of the event's `cwd`, else of the hook's own directory (`start`); a write is judged by the
+/// session of the work tree that holds it. With no session anywhere every tool is allowed, not
+/// even reading the input; input that cannot be read while one is active is blocked, and so is
+/// everything while a session exists that cannot be read (fail closed).
+pub fn pre_tool_use_from_stdin(start: &Path, client: Client) -> Verdict {
+    let mut bytes = Vec::new();
+    let read = std::io::stdin().take(MAX_EVENT_BYTES + 1).read_to_end(&mut bytes);
+    let event: Result<Value, String> = match read {
+        Err(e) => Err(format!("cannot read stdin: {e}")),
+        Ok(_) if bytes.len() as u64 > MAX_EVENT_BYTES => Err(format!("over {MAX_EVENT_BYTES} bytes")),
+        Ok(_) => serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}")),
+    };
+    let event_cwd = event.as_ref().ok().and_then(|e| e.get("cwd")).and_then(Value::as_str).map(PathBuf::from);
+    let mut places: Vec<PathBuf> = event_cwd.into_iter().filter(|d| d.is_absolute() && d.is_dir()).collect();
+    places.push(start.to_owned());
+    let guard = match guarding_session(&places) {
+        Guard::None => {
+            // No session where the call runs; a write into a work tree whose session is active
+            // is still that session's to judge.
+            return match event.ok().and_then(|e| tool_action(client, &e)) {
+                Some(ToolAction::Write(paths)) => judge_foreign_writes(&paths),
+                _ => Verdict::Allow,
+            };
+        }
+        Guard::Unreadable(why) => return Verdict::Block(unreadable_session(start, &why)),
+        Guard::Active(ws, stored) => (ws, stored),
+    };
+    let (ws, stored) = guard;
     let unreadable = |why: String| {
         Verdict::Block(ws.contract.message(
             &code_intel_workflow::contract::catalogue::HOOK_INPUT_UNREADABLE,
             &[("why", &why), ("session_id", &stored.checkpoint.orchestrator_state.session_id)],
         ))
     };
-    if let Err(e) = read {
-        return unreadable(format!("cannot read stdin: {e}"));
-    }
-    match serde_json::from_str::<Value>(&input) {
+    match event {
         Ok(event) => match tool_action(client, &event) {
-            Some(action) => judge(ws, &stored, &action),
+            Some(action) => rewrite_or_judge(&ws, &stored, client, &event, &action),
             None => unreadable("the event names no tool_name".into()),
         },
-        Err(e) => unreadable(format!("not JSON: {e}")),
+        Err(why) => unreadable(why),
     }
 }
 
-/// The session the hooks guard: the active one, unless it is complete.
-fn active_session(ws: &Workspace) -> Option<code_intel_session::session::store::Stored> {
-    let store = SessionStore::open(ws.repo.root()).ok()?;
-    let stored = store.active().ok()??;
-    (!stored.checkpoint.orchestrator_state.is_complete()).then_some(stored)
+/// Which session guards a tool call.
+enum Guard {
+    None,
+    /// A session exists but cannot be read: everything is blocked.
+    Unreadable(String),
+    Active(Box<Workspace>, Box<Stored>),
+}
+
+/// The first of `places` whose work tree has an active session (or one that cannot be read).
+fn guarding_session(places: &[PathBuf]) -> Guard {
+    for place in places {
+        let Ok(ws) = Workspace::open(place, false) else { continue };
+        match session_of(ws.repo.root()) {
+            Ok(None) => continue,
+            Err(why) => return Guard::Unreadable(why),
+            Ok(Some(stored)) => return Guard::Active(Box::new(ws), Box::new(stored)),
+        }
+    }
+    Guard::None
+}
+
+/// The unfinished session active in the work tree at `root`; Err when one exists that cannot
+/// be read. Not a repository: none.
+fn session_of(root: &Path) -> Result<Option<Stored>, String> {
+    let Ok(store) = SessionStore::open(root) else { return Ok(None) };
+    match store.active() {
+        Ok(Some(stored)) if !stored.checkpoint.orchestrator_state.is_complete() => Ok(Some(stored)),
+        Ok(_) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The message for a session that cannot be read, from the contract of the work tree at
+/// `start` (the defaults when even that cannot be opened).
+fn unreadable_session(start: &Path, why: &str) -> String {
+    let key = &code_intel_workflow::contract::catalogue::HOOK_SESSION_UNREADABLE;
+    match Workspace::open(start, false) {
+        Ok(ws) => ws.contract.message(key, &[("why", why)]),
+        Err(_) => code_intel_workflow::contract::Contract::builtin().message(key, &[("why", why)]),
+    }
+}
+
+/// Writes made from a place with no session: each path inside a work tree whose session is
+/// active is judged by that session.
+fn judge_foreign_writes(paths: &[String]) -> Verdict {
+    for path in paths {
+        let p = Path::new(path);
+        let Some(dir) = p.ancestors().skip(1).find(|a| a.is_dir()) else { continue };
+        let Ok(ws) = Workspace::open(dir, false) else { continue };
+        match session_of(ws.repo.root()) {
+            Ok(None) => {}
+            Err(why) => return Verdict::Block(unreadable_session(dir, &why)),
+            Ok(Some(stored)) => {
+                if let Verdict::Block(why) = judge_write(&ws, &stored.checkpoint.orchestrator_state, path) {
+                    return Verdict::Block(why);
+                }
+            }
+        }
+    }
+    Verdict::Allow
 }
 
 /// Claude Code's PreToolUse event, judged (the tests' entry point).
@@ -171,13 +257,126 @@ pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
 pub fn event_verdict(ws: &Workspace, client: Client, event: &Value) -> Verdict {
     let Some(stored) = active_session(ws) else { return Verdict::Allow };
     match tool_action(client, event) {
-        Some(action) => judge(ws, &stored, &action),
+        Some(action) => rewrite_or_judge(ws, &stored, client, event, &action),
         None => Verdict::Allow,
     }
 }
 
+/// The session the hooks guard: the active one, unless it is complete.
+fn active_session(ws: &Workspace) -> Option<Stored> {
+    let store = SessionStore::open(ws.repo.root()).ok()?;
+    let stored = store.active().ok()??;
+    (!stored.checkpoint.orchestrator_state.is_complete()).then_some(stored)
+}
+
+/// A shell command, where the kernel can confine it, runs through the sandbox runner (the
+/// client's input rewritten); everything else is judged.
+fn rewrite_or_judge(ws: &Workspace, stored: &Stored, client: Client, event: &Value, action: &ToolAction) -> Verdict {
+    let ToolAction::Shell(command) = action else { return judge(ws, stored, action) };
+    // Codex applies an `apply_patch` heredoc given to its shell itself: its paths are judged
+    // as writes, whatever the shell would do.
+    if command.contains("apply_patch") || command.contains("applypatch") {
+        let paths = code_intel_session::patch::touched_paths(command);
+        if let Verdict::Block(why) = judge(ws, stored, &ToolAction::Write(paths)) {
+            return Verdict::Block(why);
+        }
+    }
+    if !code_intel_sandbox::support().is_kernel() {
+        return judge(ws, stored, action);
+    }
+    let runner = runner_form(ws.repo.root(), command);
+    if runner.is_none() || is_runner_form(command, ws.repo.root()) {
+        return if runner.is_none() { judge(ws, stored, action) } else { Verdict::Allow };
+    }
+    let mut input = event.get("tool_input").cloned().unwrap_or_else(|| serde_json::json!({}));
+    if let Some(obj) = input.as_object_mut() {
+        obj.remove("cmd");
+        obj.insert("command".into(), Value::String(runner.unwrap_or_default()));
+    }
+    let mut answer = serde_json::json!({"hookEventName": "PreToolUse", "updatedInput": input});
+    // Codex applies updatedInput only beside an explicit allow; Claude Code applies it alone,
+    // and its own permission rules still decide.
+    if client == Client::Codex {
+        answer["permissionDecision"] = "allow".into();
+    }
+    Verdict::Rewrite(serde_json::json!({ "hookSpecificOutput": answer }))
+}
+
+/// `command` as the sandbox runner runs it for the work tree at `root`: this program by its
+/// absolute path, then `--repo ROOT sandbox -- 'COMMAND'`. None: this program's path is unknown.
+pub fn runner_form(root: &Path, command: &str) -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    Some(format!(
+        "{} --repo {} sandbox -- {}",
+        shell_quote(&exe.display().to_string()),
+        shell_quote(&root.display().to_string()),
+        quote_always(command)
+    ))
+}
+
+/// Whether `command` is exactly the runner form for `root` (any command inside it).
+pub fn is_runner_form(command: &str, root: &Path) -> bool {
+    let Some(words) = plain_words(command) else { return false };
+    let Ok(exe) = std::env::current_exe() else { return false };
+    matches!(words.as_slice(),
+        [program, repo_flag, repo, sub, dashes, _]
+            if *program == exe.display().to_string()
+                && repo_flag == "--repo"
+                && Path::new(repo) == root
+                && sub == "sandbox"
+                && dashes == "--")
+}
+
+/// The words of a command line made only of plain words and single-quoted text (the form
+/// [`runner_form`] writes), or None when anything else appears: an operator, an expansion, a
+/// double quote, a newline.
+fn plain_words(command: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = command.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        other => word.push(other),
+                    }
+                }
+            }
+            '\\' if chars.peek() == Some(&'\'') => {
+                chars.next();
+                word.push('\'');
+                in_word = true;
+            }
+            c if c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c) => {
+                word.push(c);
+                in_word = true;
+            }
+            _ => return None,
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Some(words)
+}
+
+/// `text` in single quotes, always: one shell word whatever it holds.
+fn quote_always(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
 /// What the session allows `action` to do.
-fn judge(ws: &Workspace, stored: &code_intel_session::session::store::Stored, action: &ToolAction) -> Verdict {
+fn judge(ws: &Workspace, stored: &Stored, action: &ToolAction) -> Verdict {
     let state = &stored.checkpoint.orchestrator_state;
     match action {
         ToolAction::Other => Verdict::Allow,
@@ -232,6 +431,11 @@ fn judge_write(ws: &Workspace, state: &code_intel_workflow::engine::state::Sessi
         }
         Err(PathError::NotFound { .. }) => return Verdict::Allow,
     };
+    if code_intel_session::confine::is_protected(&rel) {
+        return Verdict::Block(
+            ws.contract.message(&code_intel_workflow::contract::catalogue::WRITE_PROTECTED, &[("path", &rel)]),
+        );
+    }
     match engine::check_write(&ws.contract, state, &rel, exists, true) {
         Ok(_) => Verdict::Allow,
         Err(m) => Verdict::Block(format!("{}: {} ({rel})", m.error, m.message)),
@@ -308,6 +512,8 @@ pub fn session_start(ws: &Workspace) -> Option<String> {
         serde_json::Value::Object(status.expected_payload),
         state.compaction_count,
     );
+    out.push_str(&sandbox_line(&ws.contract));
+    out.push('\n');
     let missing = code_intel_session::session::procedures::missing(ws.repo.root(), [status.instruction.as_str()]);
     if !missing.is_empty() {
         let paths = missing.iter().map(|p| p.path.as_str()).collect::<Vec<_>>().join(", ");
@@ -356,3 +562,15 @@ pub fn session_start(ws: &Workspace) -> Option<String> {
 
 /// The most SessionStart prints, under Claude Code's 10,000-character limit on hook output.
 pub const SESSION_START_LIMIT: usize = 9_500;
+
+/// What confines the agent's shell on this machine, in the contract's words: the kernel
+/// sandbox, or the advisory guard and why.
+pub fn sandbox_line(contract: &code_intel_workflow::contract::Contract) -> String {
+    use code_intel_workflow::contract::catalogue::{SANDBOX_ADVISORY, SANDBOX_ENFORCED};
+    match code_intel_sandbox::support() {
+        support @ code_intel_sandbox::Support::Kernel { .. } => {
+            contract.message(&SANDBOX_ENFORCED, &[("mechanism", &support.describe())])
+        }
+        code_intel_sandbox::Support::Advisory { why } => contract.message(&SANDBOX_ADVISORY, &[("why", &why)]),
+    }
+}

@@ -13,3 +13,4 @@ pub mod hooks;
 pub mod init;
 pub mod manual;
 pub mod mcp;
+pub mod sandbox;

@@ -99,7 +99,7 @@ class Observation:
     client: str
     phase: str
     action: str
-    expected: str  # "blocked" | "allowed" | "ok"
+    expected: str  # "blocked" | "confined" | "allowed" | "ok"
     outcome: str = "not reached"
     detail: str = ""
 
@@ -150,11 +150,15 @@ class SessionAgent:
         text = last.text if last else ""
         blocked = self.ops.was_blocked(last) if last else False
         outcome = "blocked" if blocked else ("allowed" if expected in ("allowed", "blocked") else "ok")
+        if expected == "confined" and not blocked:
+            # The hook let the shell command run, rewritten into the kernel sandbox, which
+            # refused the write and said so (docs/SECURITY.md).
+            outcome = "confined" if "kernel sandbox of phase" in text else "ran unconfined"
         if file_unchanged is not None:
             rel, before = file_unchanged
             now = (self.repo / rel).read_text() if (self.repo / rel).exists() else None
-            if now != before and outcome == "blocked":
-                outcome = "blocked but written"
+            if now != before and outcome in ("blocked", "confined"):
+                outcome = f"{outcome} but written"
         obs = Observation(self.name, self.phase, action, expected, outcome, text[:300])
         self.report.observations.append(obs)
         return obs
@@ -169,7 +173,9 @@ class SessionAgent:
         calc = (self.repo / "app/calc.py").read_text()
         for label, call in self.ops.write_attempts(self.repo):
             turn = yield call
-            self.observe(turn, label, "blocked", ("app/calc.py", calc))
+            # File tools are judged by the hook; shell commands run, confined by the kernel.
+            expected = "confined" if label.startswith(("Bash", "shell")) else "blocked"
+            self.observe(turn, label, expected, ("app/calc.py", calc))
         turn = yield self.ops.shell("git status --short")
         self.observe(turn, "shell: git status (read-only)", "allowed")
 
@@ -255,17 +261,24 @@ class SessionAgent:
         self.report.check("OK" in obs.detail or "Ran 2 tests" in obs.detail, f"{self.name}: the tests did not run: {obs.detail}")
         calc = (self.repo / "app/calc.py").read_text()
         turn = yield ops.shell("echo '# x' >> app/calc.py")
-        self.observe(turn, "shell: echo >> app/calc.py", "blocked", ("app/calc.py", calc))
+        self.observe(turn, "shell: echo >> app/calc.py", "confined", ("app/calc.py", calc))
         turn = yield ops.shell("python3 -c \"open('app/calc.py','a').write('# x')\"")
-        self.observe(turn, "shell: python3 -c (interpreter)", "blocked", ("app/calc.py", calc))
+        self.observe(turn, "shell: python3 -c (interpreter)", "confined", ("app/calc.py", calc))
+        # The test runner writes what it may (a cache, a temporary file) and nothing tracked.
+        turn = yield ops.shell("python3 -c \"import tempfile; tempfile.mkstemp()\" && python3 -m unittest -q")
+        obs = self.observe(turn, "shell: a run that writes a temporary file", "allowed")
+        self.report.check("OK" in obs.detail, f"{self.name}: a test run writing a temporary file failed: {obs.detail}")
         turn = yield from self.submit(
             {"verifier_used": ".code-intel/verifiers/tests.md", "passed": True, "details": "2 tests OK", "tools_used": [], "summary": "tests pass"}
         )
         self.phase = self.response.get("phase", "?")
-        # PRE_COMMIT is no verification phase: the tests and writes are refused again.
+        # PRE_COMMIT: commands run, confined as everywhere; file tools are refused.
         calc = (self.repo / "app/calc.py").read_text()
         turn = yield ops.shell("python3 -m unittest -q")
-        self.observe(turn, "shell: python3 -m unittest -q", "blocked")
+        obs = self.observe(turn, "shell: python3 -m unittest -q", "allowed")
+        self.report.check("OK" in obs.detail, f"{self.name}: the tests did not run in PRE_COMMIT: {obs.detail}")
+        turn = yield ops.shell("git commit -qam sneak")
+        self.observe(turn, "shell: git commit -am", "confined", ("app/calc.py", calc))
         turn = yield ops.edit_calls(self.repo, "app/calc.py", calc, calc + "# late\n")[-1]
         self.observe(turn, "edit app/calc.py", "blocked", ("app/calc.py", calc))
         turn = yield ops.mcp("review_changes", {})

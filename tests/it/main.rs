@@ -24,6 +24,7 @@ mod payload_schema;
 mod precommit;
 mod report;
 mod retrieval_quality;
+mod sandbox;
 mod schema_agent;
 mod semantic;
 mod team;

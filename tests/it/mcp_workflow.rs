@@ -442,9 +442,16 @@ async fn session_tools_without_a_session() {
 /// Runs the binary with `args`, feeding `stdin`; returns (exit code, stdout, stderr).
 use crate::common::run_cli as cli;
 
+/// The Claude Code hook as it judges where no kernel sandbox exists (its text guard, the
+/// fallback): tests/it/sandbox.rs has the kernel's side.
 fn hook(root: &Path, tool: &str, input: Value) -> (i32, String) {
     let event = json!({"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "cwd": root});
-    let (code, _, err) = cli(root, &["hook", "claude-pre-tool-use"], &event.to_string());
+    let (code, _, err) = crate::common::run_cli_env(
+        root,
+        &["hook", "claude-pre-tool-use"],
+        &event.to_string(),
+        &[("CODE_INTEL_NO_SANDBOX", "1")],
+    );
     (code, err)
 }
 
@@ -627,9 +634,15 @@ async fn a_refused_submit_after_a_compaction_returns_the_summaries() {
     client.cancel().await.unwrap();
 }
 
+/// The Codex hook with its text guard (no kernel sandbox), as [`hook`].
 fn codex_hook(root: &Path, tool: &str, input: Value) -> (i32, String) {
     let event = json!({"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "cwd": root, "session_id": "s"});
-    let (code, _, err) = cli(root, &["hook", "codex-pre-tool-use"], &event.to_string());
+    let (code, _, err) = crate::common::run_cli_env(
+        root,
+        &["hook", "codex-pre-tool-use"],
+        &event.to_string(),
+        &[("CODE_INTEL_NO_SANDBOX", "1")],
+    );
     (code, err)
 }
 

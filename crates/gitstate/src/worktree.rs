@@ -392,3 +392,47 @@ pub fn staged(repo: &gix::Repository) -> Result<Vec<Staged>, crate::Error> {
     }
     Ok(out)
 }
+
+/// The ignored entries of the work tree, as `git status --ignored` shows them: a directory
+/// whose whole content is ignored is one entry (`target`), never walked into. Paths are
+/// relative to the root, `/`-separated; untracked entries that are not ignored are left out.
+pub fn ignored_entries(repo: &gix::Repository) -> Result<Vec<String>, crate::Error> {
+    use gix::dir::walk::EmissionMode;
+    let index = repo.index_or_empty().map_err(crate::git)?;
+    let options = repo
+        .dirwalk_options()
+        .map_err(crate::git)?
+        .emit_ignored(Some(EmissionMode::CollapseDirectory))
+        .emit_untracked(EmissionMode::CollapseDirectory)
+        .emit_tracked(false)
+        .emit_pruned(false);
+    let mut out = Vec::new();
+    let walk = repo.dirwalk_iter(index, None::<&str>, Default::default(), options).map_err(crate::git)?;
+    for item in walk {
+        let item = item.map_err(crate::git)?;
+        if matches!(item.entry.status, gix::dir::entry::Status::Ignored(_)) {
+            out.push(item.entry.rela_path.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Every work tree of the repository `repo` belongs to (the main one and each linked one that
+/// still exists), as absolute paths.
+pub fn all_worktrees(repo: &gix::Repository) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(main) = repo.main_repo()
+        && let Some(dir) = main.workdir()
+    {
+        out.push(dir.to_owned());
+    }
+    if let Ok(linked) = repo.worktrees() {
+        out.extend(linked.iter().filter_map(|w| w.base().ok()));
+    }
+    if let Some(dir) = repo.workdir()
+        && !out.iter().any(|d| d == dir)
+    {
+        out.push(dir.to_owned());
+    }
+    out
+}

@@ -13,6 +13,7 @@
 #![warn(unreachable_pub)]
 
 pub mod branches;
+pub mod confine;
 pub mod context;
 mod error;
 pub mod patch;

@@ -128,10 +128,16 @@ pub fn write_checkpoint(root: &Path, id: &str, content: &str, sealed: bool) {
 /// Runs the binary with `args` in `root`, `stdin` on its standard input; returns (exit code,
 /// stdout, stderr).
 pub fn run_cli(root: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
+    run_cli_env(root, args, stdin, &[])
+}
+
+/// [`run_cli`] with `env` added to the program's environment.
+pub fn run_cli_env(root: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     use std::io::Write;
     use std::process::Stdio;
     let mut child = Command::new(mcp_client::BIN)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

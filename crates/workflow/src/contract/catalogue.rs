@@ -174,6 +174,22 @@ catalogue! {
     BASH_WRITE_BLOCKED = ["tool_errors", "hooks", "bash_write_blocked"] ("phase", "why", "command") State;
     BASH_VERIFY_BLOCKED = ["tool_errors", "hooks", "bash_verify_blocked"] ("phase", "why", "command", "verify_commands") State;
     HOOK_INPUT_UNREADABLE = ["tool_errors", "hooks", "hook_input_unreadable"] ("why", "session_id") Failure;
+    /// A session exists in the work tree but cannot be read: the hook fails closed.
+    HOOK_SESSION_UNREADABLE = ["tool_errors", "hooks", "hook_session_unreadable"] ("why") Failure;
+    /// A write into the guard's own configuration (.git, .claude, .codex, .code-intel, .agents, .mcp.json).
+    WRITE_PROTECTED = ["tool_errors", "hooks", "write_protected"] ("path") State;
+    /// A Codex patch that is not in the form the hook can read as Codex applies it.
+    PATCH_UNREADABLE = ["tool_errors", "hooks", "patch_unreadable"] ("why") State;
+    /// The runner's one line after a confined command that failed (stderr).
+    SANDBOX_NOTE = ["tool_errors", "hooks", "sandbox_note"] ("phase") State;
+    /// The same in READY, where the explored files are writable too.
+    SANDBOX_NOTE_READY = ["tool_errors", "hooks", "sandbox_note_ready"] () State;
+    /// The runner refused to run a command (no kernel sandbox, or an unreadable session).
+    SANDBOX_REFUSED = ["tool_errors", "hooks", "sandbox_refused"] ("why") Failure;
+    /// SessionStart: shell commands run in the kernel sandbox.
+    SANDBOX_ENFORCED = ["session_messages", "sandbox_enforced"] ("mechanism") State;
+    /// SessionStart, init, doctor: no kernel sandbox here; the shell guard is advisory.
+    SANDBOX_ADVISORY = ["session_messages", "sandbox_advisory"] ("why") State;
     /// The error code only: its message is made at run time, from what went wrong.
     BRANCH_SETUP_FAILED = ["tool_errors", "start_session", "branch_setup_failed"] () Failure;
 

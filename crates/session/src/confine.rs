@@ -1,0 +1,331 @@
+//! Where the agent's shell may write in the session's phase, as the policy the kernel sandbox
+//! enforces (`git code-intel sandbox`, [`code_intel_sandbox`]); docs/SECURITY.md is the rule
+//! in words.
+//!
+//! In every phase: the git-ignored entries of the work tree (build outputs, caches) and the
+//! temporary and cache directories outside the repository. In READY also the explored files,
+//! in place. Never the git directories, the guard's own configuration ([`PROTECTED`]), another
+//! work tree of the repository, or anything else in the work tree. A temporary directory that
+//! holds the repository (a checkout under `/tmp`) is granted entry by entry around it, and the
+//! command gets a private `TMPDIR` beside it.
+
+use std::path::{Path, PathBuf};
+
+use code_intel_sandbox::Policy;
+use code_intel_workflow::engine::phase::Phase;
+use code_intel_workflow::engine::state::SessionState;
+
+use crate::session::store::SessionStore;
+
+/// Entries at the root of a work tree that are never writable by the agent, whatever the
+/// phase: git's own, the clients' settings and hooks, the MCP entry, the procedures `init`
+/// writes, and code-intel's configuration and contract.
+pub const PROTECTED: &[&str] = &[".git", ".claude", ".codex", ".code-intel", ".agents", ".mcp.json"];
+
+/// Whether `rel` (relative to the root, `/`-separated) is or lies beneath a [`PROTECTED`]
+/// entry.
+pub fn is_protected(rel: &str) -> bool {
+    let first = rel.trim_start_matches("./").split('/').next().unwrap_or("");
+    PROTECTED.contains(&first)
+}
+
+/// Ignored directories a build creates at the root, made (empty) before a confined command so
+/// the tool can write into them: Landlock grants rights on what exists.
+const BUILD_DIRS: &[&str] = &[
+    "target",
+    "node_modules",
+    "build",
+    "dist",
+    "out",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".venv",
+    "coverage",
+    ".next",
+    ".cache",
+];
+
+/// The character devices a confined command may write: the sinks and sources every tool uses,
+/// and terminals.
+const DEVICES: &[&str] =
+    &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"];
+
+/// The most rules spent granting a temporary directory around the repository.
+const MAX_SPLIT_RULES: usize = 512;
+
+/// Why a command cannot be run in the sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0} is not inside a git work tree")]
+    NotGit(String),
+    /// A session exists but cannot be read: the runner fails closed.
+    #[error("the active session cannot be read: {0}")]
+    SessionUnreadable(#[source] crate::Error),
+    #[error("the ignored entries of the work tree cannot be listed: {0}")]
+    Walk(#[source] code_intel_gitstate::Error),
+    #[error(transparent)]
+    Sandbox(#[from] code_intel_sandbox::Error),
+}
+
+/// How a confined command went, for the note the runner prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub code: i32,
+    /// The phase whose policy applied; None: no active session, the command ran unconfined.
+    pub phase: Option<Phase>,
+}
+
+/// Runs `command` with `shell -c` under the policy of the session active in the work tree at
+/// `root`. No active session (or a finished one): unconfined, as the hooks allow it. A session
+/// that cannot be read, or a machine without a kernel sandbox: refused, nothing runs.
+pub fn run(root: &Path, shell: &Path, command: &str) -> Result<Outcome, RunError> {
+    let store = SessionStore::open(root).map_err(|e| RunError::NotGit(format!("{} ({e})", root.display())))?;
+    let stored = store.active().map_err(RunError::SessionUnreadable)?;
+    let Some(stored) = stored.filter(|s| !s.checkpoint.orchestrator_state.is_complete()) else {
+        let code = code_intel_sandbox::run_unconfined(shell, command, &[])?;
+        return Ok(Outcome { code, phase: None });
+    };
+    let state = &stored.checkpoint.orchestrator_state;
+    if let code_intel_sandbox::Support::Advisory { why } = code_intel_sandbox::support() {
+        return Err(RunError::Sandbox(code_intel_sandbox::Error::Unsupported(why)));
+    }
+    let repo = gix::open(root).map_err(|e| RunError::NotGit(format!("{} ({e})", root.display())))?;
+    let (policy, env) = policy(&repo, state)?;
+    let modes = tracked_modes(&repo);
+    let code = code_intel_sandbox::run(&policy, shell, command, &env)?;
+    restore_modes(&modes);
+    Ok(Outcome { code, phase: Some(state.phase()) })
+}
+
+/// The tracked files' paths with whether git records them executable: the one part of a file
+/// git tracks that Landlock does not guard (`chmod` is not a write).
+fn tracked_modes(repo: &gix::Repository) -> Vec<(PathBuf, bool)> {
+    let (Some(root), Ok(index)) = (repo.workdir(), repo.index_or_empty()) else { return Vec::new() };
+    index
+        .entries()
+        .iter()
+        .filter(|e| matches!(e.mode, gix::index::entry::Mode::FILE | gix::index::entry::Mode::FILE_EXECUTABLE))
+        .map(|e| {
+            let rel = e.path(&index).to_string();
+            (root.join(rel), e.mode == gix::index::entry::Mode::FILE_EXECUTABLE)
+        })
+        .collect()
+}
+
+/// Puts back the executable bit of every tracked file whose bit the command flipped.
+#[cfg(unix)]
+fn restore_modes(modes: &[(PathBuf, bool)]) {
+    use std::os::unix::fs::PermissionsExt;
+    for (path, executable) in modes {
+        let Ok(meta) = std::fs::symlink_metadata(path) else { continue };
+        if !meta.is_file() || (meta.permissions().mode() & 0o111 != 0) == *executable {
+            continue;
+        }
+        let mode = meta.permissions().mode();
+        let wanted = if *executable { mode | ((mode & 0o444) >> 2) } else { mode & !0o111 };
+        if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(wanted)) {
+            tracing::warn!("cannot restore the mode of {}: {e}", path.display());
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn restore_modes(_: &[(PathBuf, bool)]) {}
+
+/// The policy of `state`'s phase in `repo`'s work tree, and the environment the command gets
+/// (a private `TMPDIR` when the temporary directory holds the repository).
+pub fn policy(repo: &gix::Repository, state: &SessionState) -> Result<(Policy, Vec<(String, String)>), RunError> {
+    let root = repo.workdir().map(canonical).ok_or_else(|| RunError::NotGit("a bare repository".into()))?;
+    make_build_dirs(&root);
+    let mut protected: Vec<PathBuf> =
+        code_intel_gitstate::worktree::all_worktrees(repo).iter().map(|p| canonical(p)).collect();
+    protected.push(canonical(repo.git_dir()));
+    protected.push(canonical(repo.common_dir()));
+    protected.extend(outside_protected());
+    if !protected.contains(&root) {
+        protected.push(root.clone());
+    }
+    let mut policy = Policy::default();
+    let mut env = Vec::new();
+    // Outside: temporary and cache directories, each granted whole unless it holds a protected
+    // path, then around it.
+    let temp = std::env::var_os("TMPDIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let temp = canonical(&temp);
+    if protected.iter().any(|p| p.starts_with(&temp)) {
+        let private = temp.join(format!("git-code-intel-sandbox-{}", uid()));
+        if std::fs::create_dir_all(&private).is_ok() {
+            env.push(("TMPDIR".to_owned(), private.display().to_string()));
+        }
+    }
+    for dir in outside_candidates(&temp) {
+        let dir = canonical(&dir);
+        if !dir.is_dir() || protected.iter().any(|p| dir.starts_with(p)) {
+            continue;
+        }
+        if protected.iter().any(|p| p.starts_with(&dir)) {
+            grant_around(&dir, &protected, &mut policy.writable_trees);
+        } else if !policy.writable_trees.contains(&dir) {
+            policy.writable_trees.push(dir);
+        }
+    }
+    // The character devices a command writes to (never a disk: /dev is not granted whole).
+    policy.writable_files.extend(DEVICES.iter().map(PathBuf::from));
+    // Inside: what git ignores, and in READY the explored files.
+    for rel in code_intel_gitstate::worktree::ignored_entries(repo).map_err(RunError::Walk)? {
+        if is_protected(&rel) {
+            continue;
+        }
+        let path = root.join(&rel);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => policy.writable_trees.push(path),
+            Ok(m) if m.is_file() => policy.writable_files.push(path),
+            _ => {}
+        }
+    }
+    if state.phase() == Phase::Ready {
+        // A process left running would keep these rights into the phases after READY.
+        policy.end_with_command = true;
+        for rel in &state.explored_files {
+            if is_protected(rel) {
+                continue;
+            }
+            let path = root.join(rel);
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                policy.writable_files.push(path);
+            }
+        }
+    }
+    Ok((policy, env))
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).map(PathBuf::from).filter(|p| p.is_absolute())
+}
+
+/// The temporary and cache directories outside the repository a command may write to.
+fn outside_candidates(temp: &Path) -> Vec<PathBuf> {
+    let mut out = vec![temp.to_owned(), PathBuf::from("/tmp"), PathBuf::from("/var/tmp")];
+    out.extend(["/dev/shm", "/dev/pts", "/dev/mqueue"].iter().map(PathBuf::from));
+    out.extend(["XDG_CACHE_HOME", "CARGO_TARGET_DIR", "npm_config_cache"].iter().filter_map(|n| env_path(n)));
+    // Cargo's caches, not its bin/ (where `cargo install` puts programs, this one among them).
+    let cargo_home = env_path("CARGO_HOME").or_else(|| env_path("HOME").map(|h| h.join(".cargo")));
+    if let Some(cargo) = cargo_home {
+        out.extend(["registry", "git"].iter().map(|d| cargo.join(d)));
+    }
+    if let Some(home) = env_path("HOME") {
+        out.extend([".cache", ".npm"].iter().map(|d| home.join(d)));
+    }
+    out
+}
+
+/// What outside the repository no confined command may write, even inside a granted
+/// directory: this program (a replaced hook binary would judge nothing), and the clients'
+/// settings and hooks.
+fn outside_protected() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = std::env::current_exe().ok().map(|e| canonical(&e)).and_then(|e| e.parent().map(Path::to_owned))
+    {
+        out.push(dir);
+    }
+    out.extend(["CODEX_HOME", "CLAUDE_CONFIG_DIR"].iter().filter_map(|n| env_path(n)).map(|p| canonical(&p)));
+    if let Some(home) = env_path("HOME") {
+        out.extend([".claude", ".codex", ".claude.json"].iter().map(|d| canonical(&home.join(d))));
+    }
+    out
+}
+
+/// Grants everything beneath `dir` except the protected paths and the directories leading to
+/// them: each entry beside the way down is granted whole.
+fn grant_around(dir: &Path, protected: &[PathBuf], out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if out.len() >= MAX_SPLIT_RULES {
+            return;
+        }
+        let path = entry.path();
+        if protected.iter().any(|p| path.starts_with(p)) {
+            continue;
+        }
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && protected.iter().any(|p| p.starts_with(&path)) {
+            grant_around(&path, protected, out);
+        } else if is_dir && !out.contains(&path) {
+            out.push(path);
+        }
+    }
+}
+
+/// Creates the ignored build directories named at the root's `.gitignore` (`name/`, or a name
+/// of [`BUILD_DIRS`]) that do not exist yet: empty and ignored, git sees nothing.
+fn make_build_dirs(root: &Path) {
+    let Ok(text) = std::fs::read_to_string(root.join(".gitignore")) else { return };
+    let mut made = 0;
+    for line in text.lines() {
+        let line = line.trim();
+        let trailing = line.ends_with('/');
+        let name = line.trim_start_matches('/').trim_end_matches('/');
+        let plain = !name.is_empty()
+            && name != "."
+            && name != ".."
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+        if !plain || is_protected(name) || !(trailing || BUILD_DIRS.contains(&name)) {
+            continue;
+        }
+        let path = root.join(name);
+        if std::fs::symlink_metadata(&path).is_err() && std::fs::create_dir(&path).is_ok() {
+            made += 1;
+        }
+        if made >= 16 {
+            return;
+        }
+    }
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
+
+#[cfg(unix)]
+fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+#[cfg(not(unix))]
+fn uid() -> u32 {
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guards_own_configuration_is_protected_at_any_depth_below_it() {
+        for p in [".git", ".git/config", ".claude/settings.json", ".codex/hooks.json", ".code-intel/config.json"] {
+            assert!(is_protected(p), "{p}");
+        }
+        assert!(is_protected(".mcp.json"));
+        assert!(is_protected("./.claude/settings.local.json"));
+        for p in ["app/.claude", "src/main.rs", ".github/workflows/ci.yml", ".gitignore", "AGENTS.md"] {
+            assert!(!is_protected(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_temporary_directory_holding_the_repository_is_granted_around_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        for d in ["a", "b/repo", "b/c", "d"] {
+            std::fs::create_dir_all(t.join(d)).unwrap();
+        }
+        std::fs::write(t.join("file"), "x").unwrap();
+        let mut out = Vec::new();
+        grant_around(t, &[t.join("b/repo")], &mut out);
+        out.sort();
+        assert_eq!(out, [t.join("a"), t.join("b/c"), t.join("d")]);
+    }
+}
