@@ -23,6 +23,8 @@ install() {
 install claude-code @anthropic-ai/claude-code "$CLAUDE_CODE_VERSION"
 install codex @openai/codex "$CODEX_VERSION"
 install ajv ajv 8.17.1
+# A project's own test runner, run by the clients under the kernel sandbox (the suite's runners).
+install vitest vitest 3.2.4
 export CODE_INTEL_CLAUDE="$cache/claude-code/node_modules/.bin/claude"
 export CODE_INTEL_CODEX="$cache/codex/node_modules/.bin/codex"
 echo "clients: $("$CODE_INTEL_CLAUDE" --version), $("$CODE_INTEL_CODEX" --version)"

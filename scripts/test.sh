@@ -11,6 +11,9 @@ eval "$(bash scripts/model.sh)"
 # The wheel model.sh would pick on each platform really holds the library it names (downloaded
 # once into the cache).
 bash scripts/model.sh --check-platforms "${CODE_INTEL_MODEL_CACHE:-$HOME/.cache/git-code-intel/model}/platforms" >/dev/null
+# The sandbox tests run a project's own test runners under the kernel sandbox: pytest (with
+# tmp_path) from PyPI, pinned; vitest comes with the client suite (scripts/clients.sh).
+python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q --disable-pip-version-check pytest==8.3.4 2>&1 | grep -v "^WARNING: Running pip as" || true
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 # No crate declares a dependency it does not use (cargo-machete, from crates.io, pinned).

@@ -386,6 +386,9 @@ def write_attempts(repo: Path) -> list[tuple[str, Call]]:
         ("apply_patch: add app/extra.py", write_file("app/extra.py", "X = 1\n")),
         ("apply_patch: delete app/calc.py", delete_file("app/calc.py")),
         ("apply_patch: move app/calc.py", move_file("app/calc.py", "app/calc2.py", first, first)),
+        # Codex reads a header after trimming its line: one indented by a space is still applied.
+        ("apply_patch: indented header", _patch(f" *** Update File: app/calc.py\n@@\n-{first}\n+{first}  # x\n")),
+        ("apply_patch: delete, indented by a tab", _patch("\t*** Delete File: app/calc.py\n")),
         ("shell: echo >> app/calc.py", shell("echo '# x' >> app/calc.py")),
         ("shell: sed -i app/calc.py", shell("sed -i 's/a + b/b + a/' app/calc.py")),
         ("shell: python3 -c (interpreter)", shell("python3 -c \"open('app/calc.py','a').write('# x')\"")),

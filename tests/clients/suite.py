@@ -94,6 +94,43 @@ def make_repo(bin_dir: Path) -> Path:
     return repo
 
 
+# A project's own test runners, run through the client's shell before READY (a baseline):
+# each must pass under the kernel sandbox, writing only what git ignores and temporary files.
+RUNNERS = [
+    ("python3 -m unittest", "python3 -m unittest -q", "OK"),
+    ("pytest with tmp_path", "python3 -m pytest -q -p no:cacheprovider tests/test_tmp.py", "1 passed"),
+    ("cargo test (writes target/)", "cargo test --offline -q 2>&1", "test result: ok"),
+    ("npm test (vitest)", "npm test --silent 2>&1", "1 passed"),
+]
+
+
+def make_runner_repo(bin_dir: Path) -> Path:
+    """The calculator with a Rust crate, a pytest test using tmp_path and a vitest suite beside
+    it, vitest from the client cache (scripts/clients.sh installs it), set up by init."""
+    repo = make_repo(bin_dir)
+    (repo / "Cargo.toml").write_text('[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n\n[lib]\npath = "src/lib.rs"\n')
+    (repo / "src").mkdir()
+    (repo / "src/lib.rs").write_text("pub fn mul(a: i32, b: i32) -> i32 { a * b }\n#[test]\nfn mul_works() { assert_eq!(mul(4, 5), 20); }\n")
+    (repo / "tests/test_tmp.py").write_text(
+        "def test_tmp(tmp_path):\n    (tmp_path / 'x').write_text('1')\n    assert (tmp_path / 'x').read_text() == '1'\n"
+    )
+    (repo / "package.json").write_text(json.dumps({"name": "calc", "private": True, "type": "module", "scripts": {"test": "vitest run"}}))
+    (repo / "calc.test.js").write_text("import { test, expect } from 'vitest';\ntest('mul', () => { expect(4 * 5).toBe(20); });\n")
+    with open(repo / ".gitignore", "a") as f:
+        f.write("target/\nnode_modules/\n")
+    vitest = Path(os.environ.get("CODE_INTEL_CLIENTS_DIR") or Path.home() / ".cache/git-code-intel/clients") / "vitest/node_modules"
+    if vitest.is_dir():
+        shutil.copytree(vitest, repo / "node_modules", symlinks=True)
+    subprocess.run(["cargo", "generate-lockfile", "--offline"], cwd=repo, check=True, capture_output=True)
+    # init's pre-commit hook runs git-code-intel by name.
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    subprocess.run(["git", "add", "-A"], cwd=repo, env=env, check=True)
+    done = subprocess.run(["git", "commit", "-q", "-m", "runners"], cwd=repo, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"committing the runners' project failed: {done.stdout}{done.stderr}")
+    return repo
+
+
 @dataclass
 class Observation:
     client: str
@@ -359,6 +396,31 @@ def run_client(name: str, bin_dir: Path, report: Report) -> None:
             Observation(name, "QUERY_FRAME", f"SessionStart ({source})", "ok", "ok" if seen else "missing", "")
         )
 
+    # The project's test runners, through the client's shell, in the kernel sandbox.
+    runners = make_runner_repo(bin_dir)
+    ops.prepare(runners)
+    before = git(runners, "status", "--porcelain", "--untracked-files=no") + git(runners, "rev-parse", "HEAD")
+    runner_agent = SessionAgent(name, ops, runners, report)
+
+    def run_runners():
+        turn = yield ops.mcp("start_session", {"intent": "IMPLEMENT", "query": REQUEST, "no_doc_research": True, "repo_path": "."})
+        runner_agent.phase = result_json(turn).get("phase", "?")
+        for label, command, marker in RUNNERS:
+            turn = yield ops.shell(command)
+            obs = runner_agent.observe(turn, f"shell: {label}", "allowed")
+            text = turn.results[-1].text if turn.results else ""
+            if marker not in text:
+                obs.outcome = "failed"
+                obs.detail = text[-300:]
+        yield Say("the tests ran")
+
+    # Claude Code's runs use a home of their own: the toolchain is found through these.
+    env = {k: os.environ.get(k, str(Path.home() / d)) for k, d in (("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo"))}
+    ran = ops.run(runners, "run the tests", run_runners(), bin_dir=bin_dir, env=env)
+    report.check(ran.returncode == 0, f"{name}: the runners' run failed: {ran.stderr[-1000:]}")
+    after = git(runners, "status", "--porcelain", "--untracked-files=no") + git(runners, "rev-parse", "HEAD")
+    report.check(before == after, f"{name}: the test runs changed tracked files: {before!r} -> {after!r}")
+
     # A hook this binary does not know (hooks from a newer init): the tool still runs.
     hooks_file = repo / ops.HOOKS_FILE
     original = hooks_file.read_text()
@@ -402,6 +464,9 @@ def main(argv: list[str]) -> int:
         return 2
     bin_dir = Path(argv[1]).resolve()
     clients = argv[2:] or ["claude", "codex"]
+    # The projects the clients test build into their own target/, as a user's do (the test
+    # command's CARGO_TARGET_DIR is ours).
+    os.environ.pop("CARGO_TARGET_DIR", None)
     report = Report()
     for name in clients:
         try:

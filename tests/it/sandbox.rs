@@ -85,6 +85,8 @@ fn through_hook(root: &Path, client: Client, command: &str) -> Ran {
         .arg("-c")
         .arg(&ran)
         .current_dir(root)
+        // A project's own cargo builds into its own target/, as a user's would.
+        .env_remove("CARGO_TARGET_DIR")
         .envs([
             ("GIT_AUTHOR_NAME", "a"),
             ("GIT_AUTHOR_EMAIL", "a@x"),
@@ -517,5 +519,78 @@ async fn the_event_directory_decides_which_session_guards() {
     let status = Command::new("bash").arg("-c").arg(&command).current_dir(root.join("src")).status().unwrap();
     assert!(!status.success());
     assert_eq!(git(root, &["status", "--porcelain", "--untracked-files=no"]), "");
+    client.cancel().await.unwrap();
+}
+
+/// The project's own test runners work under the sandbox, before READY (a baseline) as in the
+/// verification phases: cargo writing `target/` (git-ignored, made before the command), Python's
+/// unittest, and pytest with `tmp_path` where pytest is installed (scripts/clients.sh installs
+/// it). Nothing tracked changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_projects_test_runners_work_in_the_sandbox() {
+    let repo = project();
+    let root = repo.path();
+    if !kernel_sandbox(root, "the_projects_test_runners_work_in_the_sandbox") {
+        return;
+    }
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[lib]\npath = \"src/lib.rs\"\n").unwrap();
+    std::fs::write(root.join("src/lib.rs"), "pub fn mul(a: i32, b: i32) -> i32 { a * b }\n#[test]\nfn mul_works() { assert_eq!(mul(4, 5), 20); }\n").unwrap();
+    std::fs::write(root.join("tests/test_tmp.py"), "def test_tmp(tmp_path):\n    (tmp_path / 'x').write_text('1')\n    assert (tmp_path / 'x').read_text() == '1'\n").unwrap();
+    // The lock file is committed, as a project's is: cargo reads it and writes only target/.
+    let locked = Command::new("cargo").args(["generate-lockfile", "--offline"]).current_dir(root).status().unwrap();
+    assert!(locked.success());
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "runners"]);
+    let client = connect(root).await;
+    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true})).await;
+    let before = state(root);
+    let pytest = Command::new("python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
+    let mut runs = vec![("cargo test --offline -q", "test result: ok"), ("python3 -m unittest -q", "OK")];
+    if pytest {
+        runs.push(("python3 -m pytest -q tests/test_tmp.py", "1 passed"));
+    } else {
+        eprintln!("pytest is not installed: its run is left to the client suite");
+    }
+    for (command, marker) in runs {
+        for client in [Client::Claude, Client::Codex] {
+            let ran = through_hook(root, client, command);
+            assert!(ran.ran.contains(" sandbox -- "), "{ran:?}");
+            assert_eq!(ran.code, 0, "{command} through {client:?}: {ran:?}");
+            assert!(format!("{}{}", ran.stdout, ran.stderr).contains(marker), "{command}: {ran:?}");
+        }
+    }
+    assert!(root.join("target").is_dir(), "cargo wrote its ignored target/");
+    assert_eq!(state(root), before, "the runs changed something tracked");
+    client.cancel().await.unwrap();
+}
+
+/// What confines the shell is said where the agent and the user look: SessionStart names the
+/// kernel sandbox (or says the guard is advisory), and `doctor` and `init` tell the user when it
+/// is only advisory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_start_doctor_and_init_say_whether_the_guard_is_enforced() {
+    let repo = project();
+    let root = repo.path();
+    let client = connect(root).await;
+    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true})).await;
+    let off = [("CODE_INTEL_NO_SANDBOX", "1")];
+    let (_, text, _) = crate::common::run_cli_env(root, &["hook", "claude-session-start"], "", &off);
+    assert!(text.contains("no kernel sandbox") && text.contains("advisory"), "{text}");
+    let (_, out, _) = crate::common::run_cli_env(root, &["--json", "doctor"], "", &off);
+    let checks: Value = serde_json::from_str(&out).unwrap();
+    let sandbox = checks.as_array().unwrap().iter().find(|c| c["what"].as_str().unwrap().contains("kernel sandbox")).unwrap();
+    assert_eq!(sandbox["status"], "todo", "{sandbox}");
+    assert!(sandbox["fix"].as_str().unwrap().contains("advisory"), "{sandbox}");
+    let (_, out, err) = crate::common::run_cli_env(root, &["init"], "", &off);
+    assert!(format!("{out}{err}").contains("advisory"), "init names the advisory guard: {out}{err}");
+    // With the off switch set, the shell is judged by its text, as before the sandbox.
+    let event = json!({"tool_name": "Bash", "tool_input": {"command": "echo x > src/auth.py"}, "cwd": root});
+    let (code, _, why) = crate::common::run_cli_env(root, &["hook", "claude-pre-tool-use"], &event.to_string(), &off);
+    assert_eq!(code, 2, "{why}");
+    if kernel_sandbox(root, "session_start_doctor_and_init_say_whether_the_guard_is_enforced") {
+        let (_, text, _) = run_cli(root, &["hook", "claude-session-start"], "");
+        assert!(text.contains("kernel sandbox (Landlock"), "{text}");
+    }
     client.cancel().await.unwrap();
 }
