@@ -194,17 +194,41 @@ enum Guard {
     Active(Box<Workspace>, Box<Stored>),
 }
 
-/// The first of `places` whose work tree has an active session (or one that cannot be read).
+/// The first of `places` inside a work tree with an active session (or one that cannot be
+/// read). Each place is looked at in every work tree that encloses it, innermost first: a
+/// repository made inside the session's work tree (`git init target/x`) does not hide it.
 fn guarding_session(places: &[PathBuf]) -> Guard {
     for place in places {
-        let Ok(ws) = Workspace::open(place, false) else { continue };
-        match session_of(ws.repo.root()) {
-            Ok(None) => continue,
-            Err(why) => return Guard::Unreadable(why),
-            Ok(Some(stored)) => return Guard::Active(Box::new(ws), Box::new(stored)),
+        for root in enclosing_work_trees(place) {
+            match session_of(&root) {
+                Ok(None) => continue,
+                Err(why) => return Guard::Unreadable(why),
+                Ok(Some(stored)) => {
+                    return match Workspace::open(&root, false) {
+                        Ok(ws) => Guard::Active(Box::new(ws), Box::new(stored)),
+                        Err(e) => Guard::Unreadable(format!("{}: {e}", root.display())),
+                    };
+                }
+            }
         }
     }
     Guard::None
+}
+
+/// The roots of the work trees holding `dir`, innermost first.
+fn enclosing_work_trees(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut next = Some(dir.to_owned());
+    while let Some(d) = next {
+        let Ok(repo) = code_intel_codebase::repo::Repo::discover(&d) else { break };
+        let root = repo.root().to_owned();
+        if !root.join(".git").exists() || out.contains(&root) {
+            break;
+        }
+        next = root.parent().map(Path::to_owned);
+        out.push(root);
+    }
+    out
 }
 
 /// The unfinished session active in the work tree at `root`; Err when one exists that cannot
@@ -234,11 +258,10 @@ fn judge_foreign_writes(paths: &[String]) -> Verdict {
     for path in paths {
         let p = Path::new(path);
         let Some(dir) = p.ancestors().skip(1).find(|a| a.is_dir()) else { continue };
-        let Ok(ws) = Workspace::open(dir, false) else { continue };
-        match session_of(ws.repo.root()) {
-            Ok(None) => {}
-            Err(why) => return Verdict::Block(unreadable_session(dir, &why)),
-            Ok(Some(stored)) => {
+        match guarding_session(&[dir.to_owned()]) {
+            Guard::None => {}
+            Guard::Unreadable(why) => return Verdict::Block(unreadable_session(dir, &why)),
+            Guard::Active(ws, stored) => {
                 if let Verdict::Block(why) = judge_write(&ws, &stored.checkpoint.orchestrator_state, path) {
                     return Verdict::Block(why);
                 }
@@ -273,10 +296,22 @@ fn active_session(ws: &Workspace) -> Option<Stored> {
 /// client's input rewritten); everything else is judged.
 fn rewrite_or_judge(ws: &Workspace, stored: &Stored, client: Client, event: &Value, action: &ToolAction) -> Verdict {
     let ToolAction::Shell(command) = action else { return judge(ws, stored, action) };
-    // Codex applies an `apply_patch` heredoc given to its shell itself: its paths are judged
-    // as writes, whatever the shell would do.
+    // Codex applies an `apply_patch` heredoc given to its shell itself (after an optional
+    // `cd DIR &&`): its paths are judged as writes, relative to where Codex resolves them,
+    // whatever the shell would do.
     if command.contains("apply_patch") || command.contains("applypatch") {
-        let paths = code_intel_session::patch::touched_paths(command);
+        let cwd = event.get("cwd").and_then(Value::as_str).map(PathBuf::from).filter(|d| d.is_absolute());
+        let base = match (cwd, leading_cd(command)) {
+            (Some(cwd), Some(dir)) => Some(cwd.join(dir)),
+            (Some(cwd), None) => Some(cwd),
+            (None, Some(dir)) => Some(ws.repo.root().join(dir)),
+            (None, None) => None,
+        };
+        let anchored = |p: String| match &base {
+            Some(b) if Path::new(&p).is_relative() => b.join(p).display().to_string(),
+            _ => p,
+        };
+        let paths = code_intel_session::patch::touched_paths(command).into_iter().map(anchored).collect();
         if let Verdict::Block(why) = judge(ws, stored, &ToolAction::Write(paths)) {
             return Verdict::Block(why);
         }
@@ -284,14 +319,14 @@ fn rewrite_or_judge(ws: &Workspace, stored: &Stored, client: Client, event: &Val
     if !code_intel_sandbox::support().is_kernel() {
         return judge(ws, stored, action);
     }
-    let runner = runner_form(ws.repo.root(), command);
-    if runner.is_none() || is_runner_form(command, ws.repo.root()) {
-        return if runner.is_none() { judge(ws, stored, action) } else { Verdict::Allow };
+    if is_runner_form(command, ws.repo.root()) {
+        return Verdict::Allow;
     }
+    let Some(runner) = runner_form(ws.repo.root(), command) else { return judge(ws, stored, action) };
     let mut input = event.get("tool_input").cloned().unwrap_or_else(|| serde_json::json!({}));
     if let Some(obj) = input.as_object_mut() {
         obj.remove("cmd");
-        obj.insert("command".into(), Value::String(runner.unwrap_or_default()));
+        obj.insert("command".into(), Value::String(runner));
     }
     let mut answer = serde_json::json!({"hookEventName": "PreToolUse", "updatedInput": input});
     // Codex applies updatedInput only beside an explicit allow; Claude Code applies it alone,
@@ -300,6 +335,15 @@ fn rewrite_or_judge(ws: &Workspace, stored: &Stored, client: Client, event: &Val
         answer["permissionDecision"] = "allow".into();
     }
     Verdict::Rewrite(serde_json::json!({ "hookSpecificOutput": answer }))
+}
+
+/// The directory of a leading `cd DIR &&` (a plain or single-quoted word), as Codex takes it
+/// before an `apply_patch` heredoc.
+fn leading_cd(command: &str) -> Option<String> {
+    let rest = command.trim_start().strip_prefix("cd ")?;
+    let (dir, after) = rest.split_once("&&")?;
+    let words = plain_words(dir.trim())?;
+    (words.len() == 1 && !after.trim().is_empty()).then(|| words[0].clone())
 }
 
 /// `command` as the sandbox runner runs it for the work tree at `root`: this program by its

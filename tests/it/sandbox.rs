@@ -81,8 +81,10 @@ fn through_hook(root: &Path, client: Client, command: &str) -> Ran {
         }
         spec["updatedInput"]["command"].as_str().unwrap_or_else(|| panic!("{answer}")).to_owned()
     };
+    // Through a shell of the client's own, as both clients run commands: an attack that kills
+    // its parent (`kill -9 $PPID`) kills that shell, not this test.
     let output = Command::new("bash")
-        .arg("-c")
+        .args(["-c", "bash -c \"$1\"; status=$?; exit $status", "client-shell"])
         .arg(&ran)
         .current_dir(root)
         // A project's own cargo builds into its own target/, as a user's would.
@@ -116,7 +118,19 @@ fn state(root: &Path) -> String {
     out.push_str(&git(&["rev-parse", "HEAD"]));
     out.push_str(&git(&["symbolic-ref", "-q", "HEAD"]));
     out.push_str(&git(&["for-each-ref", "--format=%(refname) %(objectname)"]));
-    for f in [".git/config", ".git/hooks/pre-commit", ".git/info/exclude"] {
+    if root.join(".worktrees/feat").exists() {
+        out.push_str(&git(&["-C", ".worktrees/feat", "status", "--porcelain=v1", "--untracked-files=no"]));
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
+    for dir in [home.join(".cache"), home.join(".cache/git-code-intel")] {
+        let marks = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+        out.extend(
+            marks
+                .filter(|e| e.file_name().to_string_lossy().starts_with("pwned-"))
+                .map(|e| format!("{:?}\n", e.path())),
+        );
+    }
+    for f in [".git/config", ".git/hooks/pre-commit", ".git/info/exclude", ".worktrees/feat/.git"] {
         out.push_str(&format!("{f}: {:?}\n", std::fs::read(root.join(f)).ok().map(|b| blake3::hash(&b))));
     }
     out
@@ -180,6 +194,12 @@ const ATTACKS: &[&str] = &[
     "nohup sh -c 'sleep 0.2; echo late >> {t}' >/dev/null 2>&1 &",
     "chmod +x {t}",
     "chmod 000 {t}",
+    "chmod +x {t}; kill -9 $PPID",
+    "setsid sh -c 'sleep 0.2; chmod +x {t}' >/dev/null 2>&1 </dev/null &",
+    "setsid sh -c 'sleep 0.2; echo late >> {t}' >/dev/null 2>&1 </dev/null & kill -9 $PPID",
+    "echo x > $HOME/.cache/git-code-intel/pwned-$$; echo x > $HOME/.cache/pwned-$$",
+    "echo x > .worktrees/feat/config.yaml",
+    "echo 'gitdir: /tmp' > .worktrees/feat/.git",
     "git checkout -- . && echo x > {t}",
 ];
 
@@ -229,6 +249,7 @@ fn red_team(root: &Path, targets: &[&str], label: &str) -> usize {
             // Back to the committed state, so one escape does not hide the next.
             git(root, &["checkout", "-q", "-f", "main"]);
             git(root, &["reset", "-q", "--hard"]);
+            remove_markers();
         }
     };
     for (i, target) in targets.iter().enumerate() {
@@ -261,6 +282,19 @@ fn red_team(root: &Path, targets: &[&str], label: &str) -> usize {
     n
 }
 
+/// Removes the marker files an escaped (or, in the control, unconfined) attack left in the home
+/// directory's caches.
+fn remove_markers() {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
+    for dir in [home.join(".cache"), home.join(".cache/git-code-intel")] {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with("pwned-") {
+                std::fs::remove_file(entry.path()).ok();
+            }
+        }
+    }
+}
+
 fn diff(before: &str, after: &str) -> String {
     let b: Vec<&str> = before.lines().collect();
     after
@@ -291,6 +325,7 @@ fn the_corpus_writes_when_nothing_confines_it() {
             std::thread::sleep(std::time::Duration::from_millis(600));
         }
         let after = if root.join(".git").exists() { state(root) } else { String::new() };
+        remove_markers();
         if after != before {
             wrote += 1;
         } else {
@@ -310,7 +345,7 @@ fn project() -> tempfile::TempDir {
         (".claude/settings.json", "{\"hooks\": {}}\n"),
         (".code-intel/config.json", "{}\n"),
         (".mcp.json", "{\"mcpServers\": {}}\n"),
-        (".gitignore", "target/\n__pycache__/\n"),
+        (".gitignore", "target/\n__pycache__/\n.worktrees/\n.venv/\n"),
         ("README.md", "readme\n"),
     ] {
         std::fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
@@ -319,6 +354,9 @@ fn project() -> tempfile::TempDir {
     std::fs::write(root.join(".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "set-up"]);
+    // A second work tree of the repository in an ignored directory, a common layout: the
+    // ignored directory is writable, the work tree in it is not.
+    git(root, &["worktree", "add", "-q", ".worktrees/feat", "-b", "feat"]);
     repo
 }
 
@@ -361,6 +399,19 @@ async fn the_red_team_corpus_changes_nothing_in_any_phase() {
                            "tools_used": [], "summary": "plan"})).await;
     ok(&client, "add_explored_files", json!({"files": ["src/auth.py", ".claude/settings.json"]})).await;
     total += red_team(root, &["docs/auth.md", ".claude/settings.json", ".git/config"], "READY");
+    // A process the command leaves behind does not keep READY's rights: it ends with the
+    // command, even when the command kills its runner.
+    for leftover in [
+        "setsid sh -c 'sleep 1; echo late >> src/auth.py' >/dev/null 2>&1 </dev/null &",
+        "setsid sh -c 'sleep 1; echo late >> src/auth.py' >/dev/null 2>&1 </dev/null & kill -9 $PPID",
+    ] {
+        through_hook(root, Client::Claude, leftover);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        !std::fs::read_to_string(root.join("src/auth.py")).unwrap().contains("late"),
+        "a leftover wrote after its command"
+    );
     // The explored file is writable in place; the guard's own settings never, explored or not.
     let ran = through_hook(root, Client::Claude, "echo '# refreshed' >> src/auth.py");
     assert_eq!(ran.code, 0, "{ran:?}");
@@ -510,6 +561,27 @@ async fn the_event_directory_decides_which_session_guards() {
         json!({"tool_name": "Write", "tool_input": {"file_path": root.join("docs/auth.md")}, "cwd": elsewhere.path()});
     let (code, why) = run_bytes(elsewhere.path(), &["hook", "claude-pre-tool-use"], event.to_string().as_bytes());
     assert_eq!(code, 2, "{why}");
+    // A repository the agent makes inside the work tree (an ignored directory is writable)
+    // does not hide the session around it.
+    let made = through_hook(root, Client::Claude, "git init -q target/evil");
+    assert_eq!(made.code, 0, "{made:?}");
+    let event = json!({"tool_name": "Bash", "tool_input": {"command": "echo x >> ../../README.md"}, "cwd": root.join("target/evil")});
+    let (code, out, _) = run_cli(&root.join("target/evil"), &["hook", "claude-pre-tool-use"], &event.to_string());
+    assert_eq!(code, 0);
+    assert!(out.contains(" sandbox -- "), "rewritten into the outer session's sandbox: {out:?}");
+    // A directory on PATH inside the work tree (an activated .venv) is not writable, though
+    // ignored: a program put there would run unconfined when a hook calls it by name.
+    std::fs::create_dir_all(root.join(".venv/bin")).unwrap();
+    std::fs::create_dir_all(root.join(".venv/lib")).unwrap();
+    let path = format!("{}:{}", root.join(".venv/bin").display(), std::env::var("PATH").unwrap_or_default());
+    let event = json!({"tool_name": "Bash", "tool_input": {"command": "echo x > .venv/lib/ok && echo '#!/bin/sh' > .venv/bin/git-code-intel"}, "cwd": root});
+    let (_, out, _) = run_cli(root, &["hook", "claude-pre-tool-use"], &event.to_string());
+    let answer: Value = serde_json::from_str(&out).unwrap();
+    let command = answer["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap().to_owned();
+    let status = Command::new("bash").arg("-c").arg(&command).current_dir(root).env("PATH", &path).status().unwrap();
+    assert!(!status.success());
+    assert!(root.join(".venv/lib/ok").exists(), "the rest of the ignored .venv is writable");
+    assert!(!root.join(".venv/bin/git-code-intel").exists(), "a PATH directory is not");
     // A subdirectory of the work tree is the work tree.
     let event = json!({"tool_name": "Bash", "tool_input": {"command": "echo x > auth.py"}, "cwd": root.join("src")});
     let (code, out, _) = run_cli(elsewhere.path(), &["hook", "codex-pre-tool-use"], &event.to_string());
@@ -534,8 +606,16 @@ async fn the_projects_test_runners_work_in_the_sandbox() {
         return;
     }
     std::fs::create_dir_all(root.join("src")).unwrap();
-    std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[lib]\npath = \"src/lib.rs\"\n").unwrap();
-    std::fs::write(root.join("src/lib.rs"), "pub fn mul(a: i32, b: i32) -> i32 { a * b }\n#[test]\nfn mul_works() { assert_eq!(mul(4, 5), 20); }\n").unwrap();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[lib]\npath = \"src/lib.rs\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn mul(a: i32, b: i32) -> i32 { a * b }\n#[test]\nfn mul_works() { assert_eq!(mul(4, 5), 20); }\n",
+    )
+    .unwrap();
     std::fs::write(root.join("tests/test_tmp.py"), "def test_tmp(tmp_path):\n    (tmp_path / 'x').write_text('1')\n    assert (tmp_path / 'x').read_text() == '1'\n").unwrap();
     // The lock file is committed, as a project's is: cargo reads it and writes only target/.
     let locked = Command::new("cargo").args(["generate-lockfile", "--offline"]).current_dir(root).status().unwrap();
@@ -543,7 +623,8 @@ async fn the_projects_test_runners_work_in_the_sandbox() {
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "runners"]);
     let client = connect(root).await;
-    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true})).await;
+    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true}))
+        .await;
     let before = state(root);
     let pytest = Command::new("python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
     let mut runs = vec![("cargo test --offline -q", "test result: ok"), ("python3 -m unittest -q", "OK")];
@@ -573,13 +654,15 @@ async fn session_start_doctor_and_init_say_whether_the_guard_is_enforced() {
     let repo = project();
     let root = repo.path();
     let client = connect(root).await;
-    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true})).await;
+    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true}))
+        .await;
     let off = [("CODE_INTEL_NO_SANDBOX", "1")];
     let (_, text, _) = crate::common::run_cli_env(root, &["hook", "claude-session-start"], "", &off);
     assert!(text.contains("no kernel sandbox") && text.contains("advisory"), "{text}");
     let (_, out, _) = crate::common::run_cli_env(root, &["--json", "doctor"], "", &off);
     let checks: Value = serde_json::from_str(&out).unwrap();
-    let sandbox = checks.as_array().unwrap().iter().find(|c| c["what"].as_str().unwrap().contains("kernel sandbox")).unwrap();
+    let sandbox =
+        checks.as_array().unwrap().iter().find(|c| c["what"].as_str().unwrap().contains("kernel sandbox")).unwrap();
     assert_eq!(sandbox["status"], "todo", "{sandbox}");
     assert!(sandbox["fix"].as_str().unwrap().contains("advisory"), "{sandbox}");
     let (_, out, err) = crate::common::run_cli_env(root, &["init"], "", &off);

@@ -24,9 +24,6 @@ pub struct Policy {
     /// Existing files that may be written in place (opened for writing, truncated); not removed,
     /// renamed or replaced.
     pub writable_files: Vec<PathBuf>,
-    /// Every process the command started ends when the command does (Linux: the runner is their
-    /// subreaper and kills what is left), so none keeps these rights after the command returns.
-    pub end_with_command: bool,
 }
 
 /// Whether commands can be confined on this machine, and by what.
@@ -95,21 +92,30 @@ pub fn support() -> Support {
 }
 
 /// Runs `shell -c command` confined to `policy`, with `env` added to its environment, and
-/// waits for it. Returns the exit code (128 + the signal's number when a signal ended it). On
-/// Linux the calling thread is confined too and stays so: call this last.
+/// waits for it. Returns the exit code (128 + the signal's number when a signal ended it).
+///
+/// The caller stays outside the sandbox, and the command cannot signal it (Landlock ABI 6 and
+/// later): the caller is the reaper of everything the command starts, and when the command ends
+/// every process it left behind is killed, so nothing keeps the policy's rights past the call
+/// and the caller always gets to act after it (the tracked files' modes, say).
 pub fn run(policy: &Policy, shell: &Path, command: &str, env: &[(String, String)]) -> Result<i32, Error> {
     #[cfg(target_os = "linux")]
     {
-        linux::confine(policy)?;
-        if policy.end_with_command {
-            linux::become_subreaper();
-        }
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let ruleset = linux::ruleset(policy)?;
+        let fd = ruleset.as_raw_fd();
+        linux::become_subreaper();
         let mut cmd = std::process::Command::new(shell);
         cmd.arg("-c").arg(command).envs(env.iter().map(|(k, v)| (k, v)));
-        let code = wait(&mut cmd, shell);
-        if policy.end_with_command {
-            linux::end_leftovers();
+        // SAFETY: the closure runs in the child between fork and exec and makes only the raw
+        // system calls of `restrict_self`.
+        unsafe {
+            cmd.pre_exec(move || linux::restrict_self(fd));
         }
+        let code = wait(&mut cmd, shell);
+        drop(ruleset);
+        linux::end_leftovers();
         code
     }
     #[cfg(target_os = "macos")]

@@ -7,7 +7,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use landlock::{ABI, AccessFs, BitFlags, PathBeneath, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus};
+use landlock::{ABI, AccessFs, BitFlags, PathBeneath, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope};
 
 use crate::{Error, Policy, Support};
 
@@ -42,13 +42,24 @@ pub(crate) fn support() -> Support {
     }
 }
 
-pub(crate) fn confine(policy: &Policy) -> Result<(), Error> {
+/// The ruleset of `policy`, ready to be put on a process: every write right of the newest ABI
+/// handled and granted only where the policy says, and (ABI 6 and later) signals and abstract
+/// UNIX sockets scoped, so the confined command cannot signal the runner that watches it, or the
+/// client. Reads, execution and the network are not handled.
+pub(crate) fn ruleset(policy: &Policy) -> Result<OwnedFd, Error> {
     abi_version().map_err(Error::Unsupported)?;
     let setup = |e: landlock::RulesetError| Error::Setup(e.to_string());
     let write: BitFlags<AccessFs> = AccessFs::from_write(NEWEST);
     let in_place: BitFlags<AccessFs> = AccessFs::WriteFile | AccessFs::Truncate;
-    let mut ruleset = Ruleset::default().handle_access(write).map_err(setup)?.create().map_err(setup)?;
-    let device: BitFlags<AccessFs> = AccessFs::WriteFile | AccessFs::IoctlDev;
+    // A device is written, never controlled: no ioctl (TIOCSTI on a terminal types into it).
+    let device: BitFlags<AccessFs> = AccessFs::WriteFile.into();
+    let mut ruleset = Ruleset::default()
+        .handle_access(write)
+        .map_err(setup)?
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
+        .map_err(setup)?
+        .create()
+        .map_err(setup)?;
     for dir in &policy.writable_trees {
         if let Some((fd, Kind::Dir)) = open_path(dir) {
             ruleset = ruleset.add_rule(PathBeneath::new(fd, write)).map_err(setup)?;
@@ -61,9 +72,22 @@ pub(crate) fn confine(policy: &Policy) -> Result<(), Error> {
             _ => {}
         }
     }
-    let status = ruleset.restrict_self().map_err(setup)?;
-    if status.ruleset == RulesetStatus::NotEnforced {
-        return Err(Error::Unsupported("the kernel accepted the ruleset but enforces none of it".into()));
+    let fd: Option<OwnedFd> = ruleset.into();
+    fd.ok_or_else(|| Error::Unsupported("the kernel accepted the ruleset but enforces none of it".into()))
+}
+
+/// Puts the ruleset `fd` on the calling process. Runs in the child between fork and exec: raw
+/// system calls only, nothing that allocates or locks.
+pub(crate) fn restrict_self(fd: i32) -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments; landlock_restrict_self with a ruleset descriptor
+    // this process holds and no flags. Both are async-signal-safe system calls.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
     }
     Ok(())
 }

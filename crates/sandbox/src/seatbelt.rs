@@ -64,7 +64,6 @@ mod tests {
         let policy = Policy {
             writable_trees: vec![PathBuf::from("/tmp"), PathBuf::from("/r/target")],
             writable_files: vec![PathBuf::from("/r/a \"b\"\\c.py")],
-            end_with_command: false,
         };
         let p = profile(&policy);
         let deny = p.find("(deny file-write*)").unwrap();

@@ -48,10 +48,9 @@ const BUILD_DIRS: &[&str] = &[
     ".cache",
 ];
 
-/// The character devices a confined command may write: the sinks and sources every tool uses,
-/// and terminals.
-const DEVICES: &[&str] =
-    &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"];
+/// The character devices a confined command may write (never control: no ioctl): the sinks and
+/// sources every tool uses, and its terminal.
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
 
 /// The most rules spent granting a temporary directory around the repository.
 const MAX_SPLIT_RULES: usize = 512;
@@ -136,7 +135,7 @@ fn restore_modes(modes: &[(PathBuf, bool)]) {
 fn restore_modes(_: &[(PathBuf, bool)]) {}
 
 /// The policy of `state`'s phase in `repo`'s work tree, and the environment the command gets
-/// (a private `TMPDIR` when the temporary directory holds the repository).
+/// (a private temporary directory and caches: see [`private_dirs`]).
 pub fn policy(repo: &gix::Repository, state: &SessionState) -> Result<(Policy, Vec<(String, String)>), RunError> {
     let root = repo.workdir().map(canonical).ok_or_else(|| RunError::NotGit("a bare repository".into()))?;
     make_build_dirs(&root);
@@ -149,45 +148,32 @@ pub fn policy(repo: &gix::Repository, state: &SessionState) -> Result<(Policy, V
         protected.push(root.clone());
     }
     let mut policy = Policy::default();
-    let mut env = Vec::new();
-    // Outside: temporary and cache directories, each granted whole unless it holds a protected
-    // path, then around it.
-    let temp = std::env::var_os("TMPDIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
-    let temp = canonical(&temp);
-    if protected.iter().any(|p| p.starts_with(&temp)) {
-        let private = temp.join(format!("git-code-intel-sandbox-{}", uid()));
-        if std::fs::create_dir_all(&private).is_ok() {
-            env.push(("TMPDIR".to_owned(), private.display().to_string()));
-        }
-    }
-    for dir in outside_candidates(&temp) {
-        let dir = canonical(&dir);
-        if !dir.is_dir() || protected.iter().any(|p| dir.starts_with(p)) {
-            continue;
-        }
-        if protected.iter().any(|p| p.starts_with(&dir)) {
-            grant_around(&dir, &protected, &mut policy.writable_trees);
-        } else if !policy.writable_trees.contains(&dir) {
-            policy.writable_trees.push(dir);
-        }
+    let temp = canonical(&std::env::var_os("TMPDIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp")));
+    let env = private_dirs(&temp);
+    // Outside: the temporary directories, each granted whole unless it holds a protected path,
+    // then around it. Never a cache the user's own (unconfined) tools read code from later.
+    let mut outside = vec![temp, PathBuf::from("/tmp"), PathBuf::from("/var/tmp"), PathBuf::from("/dev/shm")];
+    outside.extend(std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).filter(|p| p.is_absolute()));
+    for dir in outside {
+        grant(&canonical(&dir), &protected, &mut policy);
     }
     // The character devices a command writes to (never a disk: /dev is not granted whole).
     policy.writable_files.extend(DEVICES.iter().map(PathBuf::from));
-    // Inside: what git ignores, and in READY the explored files.
+    // Inside: what git ignores (around another work tree or a PATH directory inside it), and
+    // in READY the explored files.
+    let inner: Vec<PathBuf> = protected.iter().filter(|p| **p != root).cloned().collect();
     for rel in code_intel_gitstate::worktree::ignored_entries(repo).map_err(RunError::Walk)? {
         if is_protected(&rel) {
             continue;
         }
         let path = root.join(&rel);
         match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.is_dir() => policy.writable_trees.push(path),
-            Ok(m) if m.is_file() => policy.writable_files.push(path),
+            Ok(m) if m.is_dir() => grant(&path, &inner, &mut policy),
+            Ok(m) if m.is_file() && !inner.iter().any(|p| path.starts_with(p)) => policy.writable_files.push(path),
             _ => {}
         }
     }
     if state.phase() == Phase::Ready {
-        // A process left running would keep these rights into the phases after READY.
-        policy.end_with_command = true;
         for rel in &state.explored_files {
             if is_protected(rel) {
                 continue;
@@ -201,38 +187,87 @@ pub fn policy(repo: &gix::Repository, state: &SessionState) -> Result<(Policy, V
     Ok((policy, env))
 }
 
+/// Grants `dir` whole, or around the protected paths inside it; nothing when it lies inside
+/// one.
+fn grant(dir: &Path, protected: &[PathBuf], policy: &mut Policy) {
+    if !dir.is_dir() || protected.iter().any(|p| dir.starts_with(p)) {
+        return;
+    }
+    if protected.iter().any(|p| p.starts_with(dir)) {
+        grant_around(dir, protected, &mut policy.writable_trees);
+    } else if !policy.writable_trees.iter().any(|t| t == dir) {
+        policy.writable_trees.push(dir.to_owned());
+    }
+}
+
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).map(PathBuf::from).filter(|p| p.is_absolute())
 }
 
-/// The temporary and cache directories outside the repository a command may write to.
-fn outside_candidates(temp: &Path) -> Vec<PathBuf> {
-    let mut out = vec![temp.to_owned(), PathBuf::from("/tmp"), PathBuf::from("/var/tmp")];
-    out.extend(["/dev/shm", "/dev/pts", "/dev/mqueue"].iter().map(PathBuf::from));
-    out.extend(["XDG_CACHE_HOME", "CARGO_TARGET_DIR", "npm_config_cache"].iter().filter_map(|n| env_path(n)));
-    // Cargo's caches, not its bin/ (where `cargo install` puts programs, this one among them).
-    let cargo_home = env_path("CARGO_HOME").or_else(|| env_path("HOME").map(|h| h.join(".cargo")));
-    if let Some(cargo) = cargo_home {
-        out.extend(["registry", "git"].iter().map(|d| cargo.join(d)));
+/// The caches a confined command writes to instead of the user's, which the user's own tools
+/// (unconfined) would read code from later: one private directory per user beside the
+/// temporary directory, its `tmp/` as `TMPDIR` and its `cache/` for every tool named here.
+/// Python writes its bytecode there too, not into `__pycache__` beside the sources. Empty when
+/// the directory is not ours (another user made it first): then the variables stay as they are.
+fn private_dirs(temp: &Path) -> Vec<(String, String)> {
+    let base = temp.join(format!("git-code-intel-sandbox-{}", uid()));
+    let (tmp, cache) = (base.join("tmp"), base.join("cache"));
+    for dir in [&base, &tmp, &cache] {
+        if std::fs::create_dir(dir).is_err() && !dir.is_dir() {
+            return Vec::new();
+        }
     }
-    if let Some(home) = env_path("HOME") {
-        out.extend([".cache", ".npm"].iter().map(|d| home.join(d)));
+    if !owned_by_us(&base) {
+        return Vec::new();
     }
-    out
+    let mut env = vec![("TMPDIR".to_owned(), tmp.display().to_string())];
+    for (name, sub) in [
+        ("XDG_CACHE_HOME", ""),
+        ("npm_config_cache", "npm"),
+        ("YARN_CACHE_FOLDER", "yarn"),
+        ("PIP_CACHE_DIR", "pip"),
+        ("UV_CACHE_DIR", "uv"),
+        ("GOCACHE", "go-build"),
+        ("PYTHONPYCACHEPREFIX", "pycache"),
+    ] {
+        env.push((name.to_owned(), cache.join(sub).display().to_string()));
+    }
+    env
+}
+
+#[cfg(unix)]
+fn owned_by_us(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid())
+}
+
+#[cfg(not(unix))]
+fn owned_by_us(dir: &Path) -> bool {
+    dir.is_dir()
 }
 
 /// What outside the repository no confined command may write, even inside a granted
-/// directory: this program (a replaced hook binary would judge nothing), and the clients'
-/// settings and hooks.
+/// directory: this program (a replaced hook binary would judge nothing), every directory on
+/// `PATH` (a program put there runs unconfined when a hook or the user calls it by name), the
+/// runtime and models the server loads, and the clients' settings and hooks.
 fn outside_protected() -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(dir) = std::env::current_exe().ok().map(|e| canonical(&e)).and_then(|e| e.parent().map(Path::to_owned))
     {
         out.push(dir);
     }
-    out.extend(["CODEX_HOME", "CLAUDE_CONFIG_DIR"].iter().filter_map(|n| env_path(n)).map(|p| canonical(&p)));
+    if let Some(path) = std::env::var_os("PATH") {
+        out.extend(std::env::split_paths(&path).filter(|p| p.is_absolute()).map(|p| canonical(&p)));
+    }
+    if let Some(lib) = env_path("ORT_DYLIB_PATH").and_then(|p| p.parent().map(Path::to_owned)) {
+        out.push(canonical(&lib));
+    }
+    let named = ["CODEX_HOME", "CLAUDE_CONFIG_DIR", "CODE_INTEL_MODEL_CACHE", "CODE_INTEL_MODEL_DIR"];
+    out.extend(named.iter().filter_map(|n| env_path(n)).map(|p| canonical(&p)));
     if let Some(home) = env_path("HOME") {
-        out.extend([".claude", ".codex", ".claude.json"].iter().map(|d| canonical(&home.join(d))));
+        out.extend(
+            [".claude", ".codex", ".claude.json", ".cache/git-code-intel"].iter().map(|d| canonical(&home.join(d))),
+        );
     }
     out
 }
