@@ -147,7 +147,8 @@ const GUARDED: &[&str] = &[
     ".git/HEAD",
 ];
 
-/// Ways a shell command writes `{t}` (relative) or `{a}` (absolute), in the disguises the
+/// Ways a shell command writes `{t}` (relative) or `{a}` (absolute) (`{r}` names the
+/// repository, for markers outside it), in the disguises the
 /// red-team report found getting past a parser, and more.
 const ATTACKS: &[&str] = &[
     "echo x > {t}",
@@ -197,7 +198,7 @@ const ATTACKS: &[&str] = &[
     "chmod +x {t}; kill -9 $PPID",
     "setsid sh -c 'sleep 0.2; chmod +x {t}' >/dev/null 2>&1 </dev/null &",
     "setsid sh -c 'sleep 0.2; echo late >> {t}' >/dev/null 2>&1 </dev/null & kill -9 $PPID",
-    "echo x > $HOME/.cache/git-code-intel/pwned-$$; echo x > $HOME/.cache/pwned-$$",
+    "echo x > $HOME/.cache/git-code-intel/pwned-{r}; echo x > $HOME/.cache/pwned-{r}",
     "echo x > .worktrees/feat/config.yaml",
     "echo 'gitdir: /tmp' > .worktrees/feat/.git",
     "git checkout -- . && echo x > {t}",
@@ -249,14 +250,20 @@ fn red_team(root: &Path, targets: &[&str], label: &str) -> usize {
             // Back to the committed state, so one escape does not hide the next.
             git(root, &["checkout", "-q", "-f", "main"]);
             git(root, &["reset", "-q", "--hard"]);
-            remove_markers();
+            remove_markers(root);
         }
     };
     for (i, target) in targets.iter().enumerate() {
         let absolute = root.join(target).display().to_string();
         for (j, attack) in ATTACKS.iter().enumerate() {
             let client = if (i + j) % 2 == 0 { Client::Claude } else { Client::Codex };
-            attempt(attack.replace("{t}", target).replace("{a}", &absolute), client);
+            attempt(
+                attack
+                    .replace("{t}", target)
+                    .replace("{a}", &absolute)
+                    .replace("{r}", marker(root).trim_start_matches("pwned-")),
+                client,
+            );
             n += 1;
         }
     }
@@ -282,16 +289,17 @@ fn red_team(root: &Path, targets: &[&str], label: &str) -> usize {
     n
 }
 
-/// Removes the marker files an escaped (or, in the control, unconfined) attack left in the home
-/// directory's caches.
-fn remove_markers() {
+/// The name of the marker an attack on the repository at `root` leaves in the home directory's
+/// caches when it escapes (one per repository: tests run side by side).
+fn marker(root: &Path) -> String {
+    format!("pwned-{}", root.file_name().unwrap_or_default().to_string_lossy().trim_start_matches('.'))
+}
+
+/// Removes the markers an escaped (or, in the control, unconfined) attack on `root` left.
+fn remove_markers(root: &Path) {
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
     for dir in [home.join(".cache"), home.join(".cache/git-code-intel")] {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().starts_with("pwned-") {
-                std::fs::remove_file(entry.path()).ok();
-            }
-        }
+        std::fs::remove_file(dir.join(marker(root))).ok();
     }
 }
 
@@ -317,7 +325,10 @@ fn the_corpus_writes_when_nothing_confines_it() {
         // A fresh copy each time: some attacks take the repository with them.
         let repo = project();
         let root = repo.path();
-        let command = attack.replace("{t}", target).replace("{a}", &root.join(target).display().to_string());
+        let command = attack
+            .replace("{t}", target)
+            .replace("{a}", &root.join(target).display().to_string())
+            .replace("{r}", marker(root).trim_start_matches("pwned-"));
         let before = state(root);
         let ran = through_hook(root, Client::Claude, &command);
         assert!(!ran.blocked && ran.ran == command, "no session: the hook lets it run as sent");
@@ -325,7 +336,7 @@ fn the_corpus_writes_when_nothing_confines_it() {
             std::thread::sleep(std::time::Duration::from_millis(600));
         }
         let after = if root.join(".git").exists() { state(root) } else { String::new() };
-        remove_markers();
+        remove_markers(root);
         if after != before {
             wrote += 1;
         } else {

@@ -393,28 +393,132 @@ pub fn staged(repo: &gix::Repository) -> Result<Vec<Staged>, crate::Error> {
     Ok(out)
 }
 
-/// The ignored entries of the work tree, as `git status --ignored` shows them: a directory
-/// whose whole content is ignored is one entry (`target`), never walked into. Paths are
-/// relative to the root, `/`-separated; untracked entries that are not ignored are left out.
+/// The ignored entries of the work tree that sit in a tracked directory: a directory whose
+/// whole content is ignored is one entry (`target`), never walked into. Paths are relative to
+/// the root, `/`-separated.
+///
+/// Only the directories that hold tracked files are read (their entries' kinds come from the
+/// directory listing, no `stat` per file), and only the untracked entries met there are matched
+/// against the ignore rules: what `git status --ignored` shows, less what lies inside an
+/// untracked directory that is not ignored as a whole. The index says which directories to read,
+/// so the cost follows the number of tracked directories, not of files.
 pub fn ignored_entries(repo: &gix::Repository) -> Result<Vec<String>, crate::Error> {
-    use gix::dir::walk::EmissionMode;
+    use gix::bstr::ByteSlice;
+    let Some(root) = repo.workdir().map(Path::to_owned) else { return Ok(Vec::new()) };
     let index = repo.index_or_empty().map_err(crate::git)?;
-    let options = repo
-        .dirwalk_options()
-        .map_err(crate::git)?
-        .emit_ignored(Some(EmissionMode::CollapseDirectory))
-        .emit_untracked(EmissionMode::CollapseDirectory)
-        .emit_tracked(false)
-        .emit_pruned(false);
+    let mut tracked: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    let mut dirs: std::collections::BTreeSet<&[u8]> = std::collections::BTreeSet::new();
+    dirs.insert(b"");
+    for entry in index.entries() {
+        let path: &[u8] = entry.path(&index).as_bytes();
+        tracked.insert(path);
+        let mut at = path.len();
+        while let Some(slash) = path[..at].rfind_byte(b'/') {
+            if !dirs.insert(&path[..slash]) {
+                break;
+            }
+            at = slash;
+        }
+    }
+    let mut excludes = repo
+        .excludes(&index, None, gix::worktree::stack::state::ignore::Source::WorktreeThenIdMappingIfNotSkipped)
+        .map_err(crate::git)?;
     let mut out = Vec::new();
-    let walk = repo.dirwalk_iter(index, None::<&str>, Default::default(), options).map_err(crate::git)?;
-    for item in walk {
-        let item = item.map_err(crate::git)?;
-        if matches!(item.entry.status, gix::dir::entry::Status::Ignored(_)) {
-            out.push(item.entry.rela_path.to_string());
+    for dir in &dirs {
+        let dir = dir.to_str_lossy();
+        let Ok(listing) = std::fs::read_dir(if dir.is_empty() { root.clone() } else { root.join(dir.as_ref()) }) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name == ".git" {
+                continue;
+            }
+            let rel = if dir.is_empty() { name.to_owned() } else { format!("{dir}/{name}") };
+            let Ok(kind) = entry.file_type() else { continue };
+            if tracked.contains(rel.as_bytes()) || (kind.is_dir() && dirs.contains(rel.as_bytes())) {
+                continue;
+            }
+            let mode = if kind.is_dir() { gix::index::entry::Mode::DIR } else { gix::index::entry::Mode::FILE };
+            let platform = excludes.at_path(Path::new(&rel), Some(mode)).map_err(crate::git)?;
+            if platform.is_excluded() {
+                out.push(rel);
+            }
         }
     }
     Ok(out)
+}
+
+/// [`ignored_entries`], remembered in the work tree's git directory
+/// (`code-intel/ignored.json`, out of the agent's reach) and used again while nothing it
+/// depends on has changed: the index, `info/exclude`, the user's global excludes, the root
+/// directory (a new build directory there), and every `.gitignore` the walk read. A cache that
+/// misses a newer ignored entry grants less, never more; any change to what is tracked (the
+/// index) or to the rules read starts a new walk.
+pub fn ignored_entries_cached(repo: &gix::Repository) -> Result<Vec<String>, crate::Error> {
+    let Some(root) = repo.workdir().map(Path::to_owned) else { return Ok(Vec::new()) };
+    let cache = repo.git_dir().join("code-intel").join("ignored.json");
+    let mut inputs = vec![repo.index_path(), repo.common_dir().join("info/exclude"), root.clone()];
+    if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) {
+        let xdg =
+            std::env::var_os("XDG_CONFIG_HOME").map(std::path::PathBuf::from).unwrap_or_else(|| home.join(".config"));
+        inputs.push(xdg.join("git/ignore"));
+    }
+    if let Ok(text) = std::fs::read(&cache)
+        && let Ok(stored) = serde_json::from_slice::<IgnoredCache>(&text)
+        && stored.inputs.iter().all(|(path, stamp)| file_stamp(Path::new(path)) == *stamp)
+        && inputs.iter().all(|p| stored.inputs.iter().any(|(q, _)| Path::new(q) == p))
+    {
+        return Ok(stored.entries);
+    }
+    let index = repo.index_or_empty().map_err(crate::git)?;
+    for entry in index.entries() {
+        let path = entry.path(&index).to_string();
+        if path == ".gitignore" || path.ends_with("/.gitignore") {
+            inputs.push(root.join(path));
+        }
+    }
+    drop(index);
+    // The stamps are taken before the walk: a change during it makes the next call walk again.
+    let stamps: Vec<(String, Option<Stamp>)> =
+        inputs.iter().map(|p| (p.display().to_string(), file_stamp(p))).collect();
+    let entries = ignored_entries(repo)?;
+    let stored = IgnoredCache { inputs: stamps, entries };
+    if let Ok(bytes) = serde_json::to_vec(&stored) {
+        let written = cache
+            .parent()
+            .map(std::fs::create_dir_all)
+            .transpose()
+            .and_then(|_| code_intel_files::write_bytes(&cache, code_intel_files::Temp::PerProcess, &bytes));
+        if let Err(e) = written {
+            tracing::warn!("cannot remember the ignored entries in {}: {e}", cache.display());
+        }
+    }
+    Ok(stored.entries)
+}
+
+/// What a file's stat says of it, enough to tell it changed: modification time, size, inode.
+type Stamp = (i64, u32, u64, u64);
+
+fn file_stamp(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.mtime(), meta.mtime_nsec() as u32, meta.size(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let modified = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+        Some((modified.as_secs() as i64, modified.subsec_nanos(), meta.len(), 0))
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct IgnoredCache {
+    inputs: Vec<(String, Option<Stamp>)>,
+    entries: Vec<String>,
 }
 
 /// Every work tree of the repository `repo` belongs to (the main one and each linked one that
@@ -435,4 +539,55 @@ pub fn all_worktrees(repo: &gix::Repository) -> Vec<std::path::PathBuf> {
         out.push(dir.to_owned());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@x"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git")
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    #[test]
+    fn ignored_entries_follow_the_rules_and_the_cache_follows_their_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        std::fs::create_dir_all(root.join("src/__pycache__")).unwrap();
+        std::fs::write(root.join("src/a.py"), "x").unwrap();
+        std::fs::write(root.join("src/__pycache__/a.pyc"), "x").unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\n__pycache__/\n*.log\n").unwrap();
+        std::fs::create_dir_all(root.join("target/debug")).unwrap();
+        std::fs::write(root.join("run.log"), "x").unwrap();
+        std::fs::create_dir_all(root.join("untracked/target")).unwrap();
+        git(root, &["add", "src/a.py", ".gitignore"]);
+        git(root, &["commit", "-q", "-m", "i"]);
+        let repo = gix::open(root).unwrap();
+        let mut found = ignored_entries_cached(&repo).unwrap();
+        found.sort();
+        // Inside an untracked directory that is not ignored as a whole nothing is looked for.
+        assert_eq!(found, ["run.log", "src/__pycache__", "target"]);
+        assert!(repo.git_dir().join("code-intel/ignored.json").is_file());
+        // A changed rule is seen at once.
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        let mut found = ignored_entries_cached(&repo).unwrap();
+        found.sort();
+        assert_eq!(found, ["target"]);
+        // A new build directory at the root too.
+        std::fs::write(root.join(".gitignore"), "target/\ndist/\n").unwrap();
+        ignored_entries_cached(&repo).unwrap();
+        std::fs::create_dir(root.join("dist")).unwrap();
+        let mut found = ignored_entries_cached(&repo).unwrap();
+        found.sort();
+        assert_eq!(found, ["dist", "target"]);
+    }
 }

@@ -117,18 +117,19 @@ fn tracked_modes(repo: &gix::Repository) -> Vec<(PathBuf, bool)> {
 /// Puts back the executable bit of every tracked file whose bit the command flipped.
 #[cfg(unix)]
 fn restore_modes(modes: &[(PathBuf, bool)]) {
+    use rayon::prelude::*;
     use std::os::unix::fs::PermissionsExt;
-    for (path, executable) in modes {
-        let Ok(meta) = std::fs::symlink_metadata(path) else { continue };
+    modes.par_iter().for_each(|(path, executable)| {
+        let Ok(meta) = std::fs::symlink_metadata(path) else { return };
         if !meta.is_file() || (meta.permissions().mode() & 0o111 != 0) == *executable {
-            continue;
+            return;
         }
         let mode = meta.permissions().mode();
         let wanted = if *executable { mode | ((mode & 0o444) >> 2) } else { mode & !0o111 };
         if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(wanted)) {
             tracing::warn!("cannot restore the mode of {}: {e}", path.display());
         }
-    }
+    });
 }
 
 #[cfg(not(unix))]
@@ -162,7 +163,7 @@ pub fn policy(repo: &gix::Repository, state: &SessionState) -> Result<(Policy, V
     // Inside: what git ignores (around another work tree or a PATH directory inside it), and
     // in READY the explored files.
     let inner: Vec<PathBuf> = protected.iter().filter(|p| **p != root).cloned().collect();
-    for rel in code_intel_gitstate::worktree::ignored_entries(repo).map_err(RunError::Walk)? {
+    for rel in code_intel_gitstate::worktree::ignored_entries_cached(repo).map_err(RunError::Walk)? {
         if is_protected(&rel) {
             continue;
         }
