@@ -31,6 +31,9 @@ pub fn run(bin: &Path, corpus: &Path) {
         commit_all(&large);
         repos.push(("corpus", large));
     }
+    // The floor: this binary's own start and exit, which any runner that is this binary pays.
+    let start = median(30, || time(Command::new(bin).arg("--version")));
+    println!("floor: `git-code-intel --version` {:.2} ms", ms(start));
     for (label, root) in &repos {
         let files = git_out(root, &["ls-files"]).lines().count();
         // The session lives in refs: the server that started it is gone before the timing, so

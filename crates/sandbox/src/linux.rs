@@ -105,7 +105,6 @@ enum Kind {
 /// policy named, never where a link points), with its kind. None: missing, a symlink, or
 /// anything else (a block device, a socket).
 fn open_path(path: &Path) -> Option<(OwnedFd, Kind)> {
-    use std::os::unix::fs::FileTypeExt;
     let c = CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: a valid NUL-terminated path; the descriptor returned is owned below.
     let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
@@ -114,11 +113,15 @@ fn open_path(path: &Path) -> Option<(OwnedFd, Kind)> {
     }
     // SAFETY: `fd` was just opened and nothing else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let meta = std::fs::metadata(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd))).ok()?;
-    let kind = match meta.file_type() {
-        t if t.is_dir() => Kind::Dir,
-        t if t.is_file() => Kind::File,
-        t if t.is_char_device() => Kind::Device,
+    // SAFETY: fstat on a descriptor we own (an O_PATH descriptor is enough), into a zeroed stat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) } != 0 {
+        return None;
+    }
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFREG => Kind::File,
+        libc::S_IFCHR => Kind::Device,
         _ => return None,
     };
     Some((fd, kind))
@@ -158,8 +161,26 @@ pub(crate) fn end_leftovers() {
     }
 }
 
-/// The pids whose parent is `parent`, from /proc.
+/// The pids whose parent is `parent` (this process): from its threads' `children` lists where
+/// the kernel keeps them, else by reading every process's parent in /proc.
 fn children_of(parent: u32) -> Vec<i32> {
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        let mut out = Vec::new();
+        let mut listed = true;
+        for task in tasks.flatten() {
+            match std::fs::read_to_string(task.path().join("children")) {
+                Ok(text) => out.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok())),
+                Err(_) => listed = false,
+            }
+        }
+        if listed {
+            return out;
+        }
+    }
+    children_by_scan(parent)
+}
+
+fn children_by_scan(parent: u32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .flatten()
