@@ -136,7 +136,7 @@ fn restore_modes(modes: &[(PathBuf, bool)]) {
 fn restore_modes(_: &[(PathBuf, bool)]) {}
 
 /// The policy of `state`'s phase in `repo`'s work tree, and the environment the command gets
-/// (a private temporary directory and caches: see [`private_dirs`]).
+/// (a private temporary directory and caches, made by `private_dirs`).
 pub fn policy(repo: &gix::Repository, state: &SessionState) -> Result<(Policy, Vec<(String, String)>), RunError> {
     let root = repo.workdir().map(canonical).ok_or_else(|| RunError::NotGit("a bare repository".into()))?;
     make_build_dirs(&root);
