@@ -346,11 +346,10 @@ fn leading_cd(command: &str) -> Option<String> {
     (words.len() == 1 && !after.trim().is_empty()).then(|| words[0].clone())
 }
 
-/// `command` as the sandbox runner runs it for the work tree at `root`: this program, then
-/// `--repo ROOT sandbox -- 'COMMAND'`. The program is named as the hooks name it,
-/// `git-code-intel`, when that name on `PATH` is this program (so a permission rule such as
-/// Claude Code's `Bash(git-code-intel --repo:*)` holds on every machine; no confined command can
-/// write a `PATH` directory), else by its absolute path. None: this program's path is unknown.
+/// `command` as the sandbox runner runs it for the work tree at `root`: this program by its
+/// absolute path, then `--repo ROOT sandbox -- 'COMMAND'`. Never by name: the shell a client
+/// runs a command in need not have the hook's `PATH` (Codex's login shell did not, and every
+/// command then failed with "command not found"). None: this program's path is unknown.
 pub fn runner_form(root: &Path, command: &str) -> Option<String> {
     Some(format!(
         "{} --repo {} sandbox -- {}",
@@ -362,18 +361,8 @@ pub fn runner_form(root: &Path, command: &str) -> Option<String> {
 
 /// How the runner form names this program (see [`runner_form`]).
 fn runner_program() -> Option<String> {
-    let exe = std::env::current_exe().ok()?;
-    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
-    let on_path = std::env::var_os("PATH")
-        .and_then(|path| std::env::split_paths(&path).map(|d| d.join(RUNNER_NAME)).find(|p| p.is_file()));
-    match on_path {
-        Some(found) if canonical(&found) == canonical(&exe) => Some(RUNNER_NAME.to_owned()),
-        _ => Some(exe.display().to_string()),
-    }
+    std::env::current_exe().ok().map(|exe| exe.display().to_string())
 }
-
-/// The name the hooks and the runner form call this program by.
-const RUNNER_NAME: &str = "git-code-intel";
 
 /// Whether `command` is exactly the runner form for `root` (any command inside it).
 pub fn is_runner_form(command: &str, root: &Path) -> bool {

@@ -593,8 +593,8 @@ async fn the_event_directory_decides_which_session_guards() {
     assert!(!status.success());
     assert!(root.join(".venv/lib/ok").exists(), "the rest of the ignored .venv is writable");
     assert!(!root.join(".venv/bin/git-code-intel").exists(), "a PATH directory is not");
-    // The runner is named as the hooks name it when that name on PATH is the hook's binary,
-    // so a permission rule like `Bash(git-code-intel --repo:*)` holds on any machine.
+    // The runner is named by its absolute path, whatever PATH the hook had: the client's shell
+    // may not have it (a login shell resets PATH).
     let bin_dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(BIN, bin_dir.path().join("git-code-intel")).unwrap();
     let on_path = format!("{}:{}", bin_dir.path().display(), std::env::var("PATH").unwrap_or_default());
@@ -603,9 +603,10 @@ async fn the_event_directory_decides_which_session_guards() {
         crate::common::run_cli_env(root, &["hook", "claude-pre-tool-use"], &event.to_string(), &[("PATH", &on_path)]);
     let answer: Value = serde_json::from_str(&out).unwrap();
     let command = answer["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap().to_owned();
-    assert!(command.starts_with("git-code-intel --repo "), "{command}");
-    let listed = Command::new("bash").arg("-c").arg(&command).current_dir(root).env("PATH", &on_path).output().unwrap();
-    assert!(String::from_utf8_lossy(&listed.stdout).contains("src"), "{listed:?}");
+    assert!(command.starts_with('/') && command.contains(" --repo "), "{command}");
+    let listed =
+        Command::new("bash").arg("-c").arg(&command).current_dir(root).env("PATH", "/usr/bin:/bin").output().unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("src"), "runs without the hook's PATH: {listed:?}");
     // A subdirectory of the work tree is the work tree.
     let event = json!({"tool_name": "Bash", "tool_input": {"command": "echo x > auth.py"}, "cwd": root.join("src")});
     let (code, out, _) = run_cli(elsewhere.path(), &["hook", "codex-pre-tool-use"], &event.to_string());
