@@ -121,15 +121,6 @@ fn state(root: &Path) -> String {
     if root.join(".worktrees/feat").exists() {
         out.push_str(&git(&["-C", ".worktrees/feat", "status", "--porcelain=v1", "--untracked-files=no"]));
     }
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
-    for dir in [home.join(".cache"), home.join(".cache/git-code-intel")] {
-        let marks = std::fs::read_dir(&dir).into_iter().flatten().flatten();
-        out.extend(
-            marks
-                .filter(|e| e.file_name().to_string_lossy().starts_with("pwned-"))
-                .map(|e| format!("{:?}\n", e.path())),
-        );
-    }
     for f in [".git/config", ".git/hooks/pre-commit", ".git/info/exclude", ".worktrees/feat/.git"] {
         out.push_str(&format!("{f}: {:?}\n", std::fs::read(root.join(f)).ok().map(|b| blake3::hash(&b))));
     }
@@ -147,8 +138,7 @@ const GUARDED: &[&str] = &[
     ".git/HEAD",
 ];
 
-/// Ways a shell command writes `{t}` (relative) or `{a}` (absolute) (`{r}` names the
-/// repository, for markers outside it), in the disguises the
+/// Ways a shell command writes `{t}` (relative) or `{a}` (absolute), in the disguises the
 /// red-team report found getting past a parser, and more.
 const ATTACKS: &[&str] = &[
     "echo x > {t}",
@@ -198,7 +188,6 @@ const ATTACKS: &[&str] = &[
     "chmod +x {t}; kill -9 $PPID",
     "setsid sh -c 'sleep 0.2; chmod +x {t}' >/dev/null 2>&1 </dev/null &",
     "setsid sh -c 'sleep 0.2; echo late >> {t}' >/dev/null 2>&1 </dev/null & kill -9 $PPID",
-    "echo x > $HOME/.cache/git-code-intel/pwned-{r}; echo x > $HOME/.cache/pwned-{r}",
     "echo x > .worktrees/feat/config.yaml",
     "echo 'gitdir: /tmp' > .worktrees/feat/.git",
     "git checkout -- . && echo x > {t}",
@@ -250,20 +239,13 @@ fn red_team(root: &Path, targets: &[&str], label: &str) -> usize {
             // Back to the committed state, so one escape does not hide the next.
             git(root, &["checkout", "-q", "-f", "main"]);
             git(root, &["reset", "-q", "--hard"]);
-            remove_markers(root);
         }
     };
     for (i, target) in targets.iter().enumerate() {
         let absolute = root.join(target).display().to_string();
         for (j, attack) in ATTACKS.iter().enumerate() {
             let client = if (i + j) % 2 == 0 { Client::Claude } else { Client::Codex };
-            attempt(
-                attack
-                    .replace("{t}", target)
-                    .replace("{a}", &absolute)
-                    .replace("{r}", marker(root).trim_start_matches("pwned-")),
-                client,
-            );
+            attempt(attack.replace("{t}", target).replace("{a}", &absolute), client);
             n += 1;
         }
     }
@@ -289,20 +271,6 @@ fn red_team(root: &Path, targets: &[&str], label: &str) -> usize {
     n
 }
 
-/// The name of the marker an attack on the repository at `root` leaves in the home directory's
-/// caches when it escapes (one per repository: tests run side by side).
-fn marker(root: &Path) -> String {
-    format!("pwned-{}", root.file_name().unwrap_or_default().to_string_lossy().trim_start_matches('.'))
-}
-
-/// Removes the markers an escaped (or, in the control, unconfined) attack on `root` left.
-fn remove_markers(root: &Path) {
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
-    for dir in [home.join(".cache"), home.join(".cache/git-code-intel")] {
-        std::fs::remove_file(dir.join(marker(root))).ok();
-    }
-}
-
 fn diff(before: &str, after: &str) -> String {
     let b: Vec<&str> = before.lines().collect();
     after
@@ -325,10 +293,7 @@ fn the_corpus_writes_when_nothing_confines_it() {
         // A fresh copy each time: some attacks take the repository with them.
         let repo = project();
         let root = repo.path();
-        let command = attack
-            .replace("{t}", target)
-            .replace("{a}", &root.join(target).display().to_string())
-            .replace("{r}", marker(root).trim_start_matches("pwned-"));
+        let command = attack.replace("{t}", target).replace("{a}", &root.join(target).display().to_string());
         let before = state(root);
         let ran = through_hook(root, Client::Claude, &command);
         assert!(!ran.blocked && ran.ran == command, "no session: the hook lets it run as sent");
@@ -336,7 +301,6 @@ fn the_corpus_writes_when_nothing_confines_it() {
             std::thread::sleep(std::time::Duration::from_millis(600));
         }
         let after = if root.join(".git").exists() { state(root) } else { String::new() };
-        remove_markers(root);
         if after != before {
             wrote += 1;
         } else {
@@ -398,6 +362,16 @@ async fn the_red_team_corpus_changes_nothing_in_any_phase() {
             assert!(!ran.blocked && ran.ran.contains(" sandbox -- "), "{command}: {ran:?}");
             assert_eq!(ran.code, plain.status.code().unwrap_or(-1), "{command}: {ran:?}");
             assert_eq!(ran.stdout, String::from_utf8_lossy(&plain.stdout), "{command}: {ran:?}");
+        }
+    }
+    // The user's caches are read, never written: code an unconfined tool reads from them later
+    // (a runtime the server loads, a package) would be a way out.
+    let home = std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default());
+    let unique = format!("pwned-{}-{}", std::process::id(), root.file_name().unwrap_or_default().to_string_lossy());
+    for mark in [home.join(".cache/git-code-intel").join(&unique), home.join(".cache").join(&unique)] {
+        for client in [Client::Claude, Client::Codex] {
+            let ran = through_hook(root, client, &format!("echo x > {}", mark.display()));
+            assert!(!mark.exists(), "{client:?} wrote {}: {ran:?}", mark.display());
         }
     }
     // A refused write says why, in the contract's words.
@@ -534,21 +508,8 @@ async fn the_hook_fails_closed_on_what_it_cannot_read() {
 }
 
 fn run_bytes(root: &Path, args: &[&str], input: &[u8]) -> (i32, String) {
-    use std::io::Write;
-    let mut child = Command::new(BIN)
-        .args(args)
-        .current_dir(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    // The hook may stop reading early (a cap): a broken pipe is its answer, not a failure.
-    stdin.write_all(input).ok();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    let (code, _, err) = crate::common::run_cli_bytes(root, args, input, &[]);
+    (code, err)
 }
 
 /// The hook finds the session from the event's directory, not its own: run from elsewhere, or

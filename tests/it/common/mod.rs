@@ -133,6 +133,12 @@ pub fn run_cli(root: &Path, args: &[&str], stdin: &str) -> (i32, String, String)
 
 /// [`run_cli`] with `env` added to the program's environment.
 pub fn run_cli_env(root: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+    run_cli_bytes(root, args, stdin.as_bytes(), env)
+}
+
+/// [`run_cli_env`] with any bytes on standard input. A program that stops reading early (a
+/// size cap) breaks the pipe: that is its answer, told by its exit code, not a failure here.
+pub fn run_cli_bytes(root: &Path, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> (i32, String, String) {
     use std::io::Write;
     use std::process::Stdio;
     let mut child = Command::new(mcp_client::BIN)
@@ -144,7 +150,9 @@ pub fn run_cli_env(root: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin).ok();
+    drop(input);
     let out = child.wait_with_output().unwrap();
     (
         out.status.code().unwrap_or(-1),
