@@ -273,6 +273,19 @@ pub enum HookCommand {
     PreCommit,
 }
 
+/// The commands that need no opened workspace, run from `start`: the PreToolUse hooks (they
+/// find the session from the event's directory) and the sandbox runner (it reads only the
+/// session). None: `command` is not one of them.
+pub fn run_without_workspace(command: &Command, start: &std::path::Path) -> Option<i32> {
+    use crate::hooks::{Client, pre_tool_use_from_stdin};
+    Some(match command {
+        Command::Hook(HookCommand::ClaudePreToolUse) => pre_tool_use_from_stdin(start, Client::ClaudeCode).report(),
+        Command::Hook(HookCommand::CodexPreToolUse) => pre_tool_use_from_stdin(start, Client::Codex).report(),
+        Command::Sandbox { shell, command } => crate::sandbox::run(start, shell, command),
+        _ => return None,
+    })
+}
+
 pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
     // Commands that read or change the session finish what a killed process left first.
     if matches!(command, Command::Status | Command::Clean { .. } | Command::ReviewChanges) {
@@ -391,13 +404,10 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                 1
             }
         },
-        Command::Hook(HookCommand::ClaudePreToolUse) => {
-            crate::hooks::pre_tool_use_from_stdin(ws.repo.root(), crate::hooks::Client::ClaudeCode).report()
+        // `main` runs these before opening a workspace; reached here only from a library caller.
+        c @ (Command::Hook(HookCommand::ClaudePreToolUse | HookCommand::CodexPreToolUse) | Command::Sandbox { .. }) => {
+            run_without_workspace(&c, ws.repo.root()).unwrap_or(2)
         }
-        Command::Hook(HookCommand::CodexPreToolUse) => {
-            crate::hooks::pre_tool_use_from_stdin(ws.repo.root(), crate::hooks::Client::Codex).report()
-        }
-        Command::Sandbox { shell, command } => crate::sandbox::run(ws.repo.root(), &shell, &command),
         Command::ReviewChanges => {
             let value = match code_intel_session::session::Sessions::open(ws).review_changes(ws) {
                 Ok(v) => serde_json::to_value(v).unwrap_or_default(),

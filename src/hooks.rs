@@ -82,11 +82,8 @@ pub fn tool_action(client: Client, event: &Value) -> Option<ToolAction> {
     let command = || shell_command(input.get("command").or_else(|| input.get("cmd")));
     // A relative path is relative to the session's directory, which may be below the root
     // (Codex's patches name files relative to it).
-    let cwd = event.get("cwd").and_then(Value::as_str).map(std::path::Path::new).filter(|d| d.is_absolute());
-    let anchored = |path: &str| match cwd {
-        Some(dir) if std::path::Path::new(path).is_relative() => dir.join(path).display().to_string(),
-        _ => path.to_owned(),
-    };
+    let cwd = event_cwd(event);
+    let anchored = |path: &str| anchor(cwd.as_deref(), path);
     Some(match (client, tool) {
         (Client::ClaudeCode, t) if CLAUDE_EDIT_TOOLS.contains(&t) => {
             match ["file_path", "notebook_path", "path"].iter().find_map(|k| input.get(*k).and_then(Value::as_str)) {
@@ -107,6 +104,20 @@ pub fn tool_action(client: Client, event: &Value) -> Option<ToolAction> {
         }
         _ => ToolAction::Other,
     })
+}
+
+/// The event's `cwd`, when it is absolute: where the client's tool runs.
+fn event_cwd(event: &Value) -> Option<PathBuf> {
+    event.get("cwd").and_then(Value::as_str).map(PathBuf::from).filter(|d| d.is_absolute())
+}
+
+/// `path` as the client resolves it: a relative path from `base` (the directory the tool runs
+/// in), when known.
+fn anchor(base: Option<&Path>, path: &str) -> String {
+    match base {
+        Some(dir) if Path::new(path).is_relative() => dir.join(path).display().to_string(),
+        _ => path.to_owned(),
+    }
 }
 
 /// A shell command given as one string, or as argv (`["bash", "-lc", "…"]` is the script).
@@ -155,8 +166,7 @@ pub fn pre_tool_use_from_stdin(start: &Path, client: Client) -> Verdict {
         Ok(_) if bytes.len() as u64 > MAX_EVENT_BYTES => Err(format!("over {MAX_EVENT_BYTES} bytes")),
         Ok(_) => serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}")),
     };
-    let event_cwd = event.as_ref().ok().and_then(|e| e.get("cwd")).and_then(Value::as_str).map(PathBuf::from);
-    let mut places: Vec<PathBuf> = event_cwd.into_iter().filter(|d| d.is_absolute() && d.is_dir()).collect();
+    let mut places: Vec<PathBuf> = event.as_ref().ok().and_then(event_cwd).into_iter().filter(|d| d.is_dir()).collect();
     places.push(start.to_owned());
     let guard = match guarding_session(&places) {
         Guard::None => {
@@ -198,17 +208,22 @@ enum Guard {
 /// read). Each place is looked at in every work tree that encloses it, innermost first: a
 /// repository made inside the session's work tree (`git init target/x`) does not hide it.
 fn guarding_session(places: &[PathBuf]) -> Guard {
-    for place in places {
-        for root in enclosing_work_trees(place) {
-            match session_of(&root) {
-                Ok(None) => continue,
-                Err(why) => return Guard::Unreadable(why),
-                Ok(Some(stored)) => {
-                    return match Workspace::open(&root, false) {
-                        Ok(ws) => Guard::Active(Box::new(ws), Box::new(stored)),
-                        Err(e) => Guard::Unreadable(format!("{}: {e}", root.display())),
-                    };
-                }
+    // The event's directory and the hook's are usually one work tree: each is read once.
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for root in places.iter().flat_map(|place| enclosing_work_trees(place)) {
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+    for root in roots {
+        match session_of(&root) {
+            Ok(None) => continue,
+            Err(why) => return Guard::Unreadable(why),
+            Ok(Some(stored)) => {
+                return match Workspace::open(&root, false) {
+                    Ok(ws) => Guard::Active(Box::new(ws), Box::new(stored)),
+                    Err(e) => Guard::Unreadable(format!("{}: {e}", root.display())),
+                };
             }
         }
     }
@@ -278,18 +293,11 @@ pub fn pre_tool_use(ws: &Workspace, event: &Value) -> Verdict {
 
 /// One client's PreToolUse event, judged against the active session.
 pub fn event_verdict(ws: &Workspace, client: Client, event: &Value) -> Verdict {
-    let Some(stored) = active_session(ws) else { return Verdict::Allow };
+    let Ok(Some(stored)) = session_of(ws.repo.root()) else { return Verdict::Allow };
     match tool_action(client, event) {
         Some(action) => rewrite_or_judge(ws, &stored, client, event, &action),
         None => Verdict::Allow,
     }
-}
-
-/// The session the hooks guard: the active one, unless it is complete.
-fn active_session(ws: &Workspace) -> Option<Stored> {
-    let store = SessionStore::open(ws.repo.root()).ok()?;
-    let stored = store.active().ok()??;
-    (!stored.checkpoint.orchestrator_state.is_complete()).then_some(stored)
 }
 
 /// A shell command, where the kernel can confine it, runs through the sandbox runner (the
@@ -300,18 +308,14 @@ fn rewrite_or_judge(ws: &Workspace, stored: &Stored, client: Client, event: &Val
     // `cd DIR &&`): its paths are judged as writes, relative to where Codex resolves them,
     // whatever the shell would do.
     if command.contains("apply_patch") || command.contains("applypatch") {
-        let cwd = event.get("cwd").and_then(Value::as_str).map(PathBuf::from).filter(|d| d.is_absolute());
-        let base = match (cwd, leading_cd(command)) {
+        let base = match (event_cwd(event), leading_cd(command)) {
             (Some(cwd), Some(dir)) => Some(cwd.join(dir)),
             (Some(cwd), None) => Some(cwd),
             (None, Some(dir)) => Some(ws.repo.root().join(dir)),
             (None, None) => None,
         };
-        let anchored = |p: String| match &base {
-            Some(b) if Path::new(&p).is_relative() => b.join(p).display().to_string(),
-            _ => p,
-        };
-        let paths = code_intel_session::patch::touched_paths(command).into_iter().map(anchored).collect();
+        let paths =
+            code_intel_session::patch::touched_paths(command).iter().map(|p| anchor(base.as_deref(), p)).collect();
         if let Verdict::Block(why) = judge(ws, stored, &ToolAction::Write(paths)) {
             return Verdict::Block(why);
         }

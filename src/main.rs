@@ -71,22 +71,11 @@ fn main() -> ExitCode {
     };
     // The PreToolUse hooks find the session from the event's directory, and the sandbox runner
     // needs none of a workspace's indexes: neither opens one here.
-    match &cli.command {
-        Command::Hook(cli::HookCommand::ClaudePreToolUse) => {
-            quiet_sigpipe();
-            let verdict =
-                git_code_intel::hooks::pre_tool_use_from_stdin(&start, git_code_intel::hooks::Client::ClaudeCode);
-            return ExitCode::from(verdict.report() as u8);
-        }
-        Command::Hook(cli::HookCommand::CodexPreToolUse) => {
-            quiet_sigpipe();
-            let verdict = git_code_intel::hooks::pre_tool_use_from_stdin(&start, git_code_intel::hooks::Client::Codex);
-            return ExitCode::from(verdict.report() as u8);
-        }
-        Command::Sandbox { shell, command } => {
-            return ExitCode::from(git_code_intel::sandbox::run(&start, shell, command).clamp(0, 255) as u8);
-        }
-        _ => {}
+    if matches!(cli.command, Command::Hook(_)) {
+        quiet_sigpipe();
+    }
+    if let Some(code) = cli::run_without_workspace(&cli.command, &start) {
+        return ExitCode::from(code.clamp(0, 255) as u8);
     }
     let serving = matches!(cli.command, Command::Serve);
     if !serving {

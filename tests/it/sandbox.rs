@@ -456,8 +456,7 @@ async fn the_hook_fails_closed_on_what_it_cannot_read() {
     let repo = project();
     let root = repo.path();
     let client = connect(root).await;
-    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true}))
-        .await;
+    start_quick(&client).await;
     let mut deep = String::new();
     for _ in 0..100_000 {
         deep.push('[');
@@ -507,6 +506,18 @@ async fn the_hook_fails_closed_on_what_it_cannot_read() {
     client.cancel().await.unwrap();
 }
 
+/// A quick IMPLEMENT session: QUERY_FRAME, before READY.
+async fn start_quick(client: &crate::common::mcp_client::Client) {
+    ok(client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true}))
+        .await;
+}
+
+/// The command a hook's answer (`out`, its stdout) rewrote the shell call into.
+fn rewritten(out: &str) -> String {
+    let answer: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("hook answer {out:?}: {e}"));
+    answer["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap_or_else(|| panic!("{answer}")).to_owned()
+}
+
 fn run_bytes(root: &Path, args: &[&str], input: &[u8]) -> (i32, String) {
     let (code, _, err) = crate::common::run_cli_bytes(root, args, input, &[]);
     (code, err)
@@ -522,8 +533,7 @@ async fn the_event_directory_decides_which_session_guards() {
         return;
     }
     let client = connect(root).await;
-    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true}))
-        .await;
+    start_quick(&client).await;
     let elsewhere = tempfile::tempdir().unwrap();
     let event = json!({"tool_name": "Edit", "tool_input": {"file_path": root.join("src/auth.py")}, "cwd": root});
     let (code, why) = run_bytes(elsewhere.path(), &["hook", "claude-pre-tool-use"], event.to_string().as_bytes());
@@ -548,8 +558,7 @@ async fn the_event_directory_decides_which_session_guards() {
     let path = format!("{}:{}", root.join(".venv/bin").display(), std::env::var("PATH").unwrap_or_default());
     let event = json!({"tool_name": "Bash", "tool_input": {"command": "echo x > .venv/lib/ok && echo '#!/bin/sh' > .venv/bin/git-code-intel"}, "cwd": root});
     let (_, out, _) = run_cli(root, &["hook", "claude-pre-tool-use"], &event.to_string());
-    let answer: Value = serde_json::from_str(&out).unwrap();
-    let command = answer["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap().to_owned();
+    let command = rewritten(&out);
     let status = Command::new("bash").arg("-c").arg(&command).current_dir(root).env("PATH", &path).status().unwrap();
     assert!(!status.success());
     assert!(root.join(".venv/lib/ok").exists(), "the rest of the ignored .venv is writable");
@@ -562,8 +571,7 @@ async fn the_event_directory_decides_which_session_guards() {
     let event = json!({"tool_name": "Bash", "tool_input": {"command": "ls"}, "cwd": root});
     let (_, out, _) =
         crate::common::run_cli_env(root, &["hook", "claude-pre-tool-use"], &event.to_string(), &[("PATH", &on_path)]);
-    let answer: Value = serde_json::from_str(&out).unwrap();
-    let command = answer["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap().to_owned();
+    let command = rewritten(&out);
     assert!(command.starts_with('/') && command.contains(" --repo "), "{command}");
     let listed =
         Command::new("bash").arg("-c").arg(&command).current_dir(root).env("PATH", "/usr/bin:/bin").output().unwrap();
@@ -572,8 +580,7 @@ async fn the_event_directory_decides_which_session_guards() {
     let event = json!({"tool_name": "Bash", "tool_input": {"command": "echo x > auth.py"}, "cwd": root.join("src")});
     let (code, out, _) = run_cli(elsewhere.path(), &["hook", "codex-pre-tool-use"], &event.to_string());
     assert_eq!(code, 0);
-    let answer: Value = serde_json::from_str(&out).unwrap();
-    let command = answer["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap().to_owned();
+    let command = rewritten(&out);
     let status = Command::new("bash").arg("-c").arg(&command).current_dir(root.join("src")).status().unwrap();
     assert!(!status.success());
     assert_eq!(git(root, &["status", "--porcelain", "--untracked-files=no"]), "");
@@ -609,8 +616,7 @@ async fn the_projects_test_runners_work_in_the_sandbox() {
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "runners"]);
     let client = connect(root).await;
-    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true}))
-        .await;
+    start_quick(&client).await;
     let before = state(root);
     let pytest = Command::new("python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
     let mut runs = vec![("cargo test --offline -q", "test result: ok"), ("python3 -m unittest -q", "OK")];
@@ -640,8 +646,7 @@ async fn session_start_doctor_and_init_say_whether_the_guard_is_enforced() {
     let repo = project();
     let root = repo.path();
     let client = connect(root).await;
-    ok(&client, "start_session", json!({"intent": "IMPLEMENT", "query": "q", "quick": true, "no_doc_research": true}))
-        .await;
+    start_quick(&client).await;
     let off = [("CODE_INTEL_NO_SANDBOX", "1")];
     let (_, text, _) = crate::common::run_cli_env(root, &["hook", "claude-session-start"], "", &off);
     assert!(text.contains("no kernel sandbox") && text.contains("advisory"), "{text}");
