@@ -485,11 +485,6 @@ fn judge_write(ws: &Workspace, state: &code_intel_workflow::engine::state::Sessi
         }
         Err(PathError::NotFound { .. }) => return Verdict::Allow,
     };
-    if code_intel_session::confine::is_protected(&rel) {
-        return Verdict::Block(
-            ws.contract.message(&code_intel_workflow::contract::catalogue::WRITE_PROTECTED, &[("path", &rel)]),
-        );
-    }
     match engine::check_write(&ws.contract, state, &rel, exists, true) {
         Ok(_) => Verdict::Allow,
         Err(m) => Verdict::Block(format!("{}: {} ({rel})", m.error, m.message)),

@@ -409,6 +409,11 @@ async fn the_red_team_corpus_changes_nothing_in_any_phase() {
     let (code, _, why) = run_cli(root, &["hook", "claude-pre-tool-use"], &event.to_string());
     assert_eq!(code, 2, "{why}");
     assert!(why.contains("belongs to the workflow's own set-up"), "{why}");
+    // check_write_target, the agent's own question, answers as the hook does.
+    let r =
+        crate::common::mcp_client::err(&client, "check_write_target", json!({"file_path": ".claude/settings.json"}))
+            .await;
+    assert_eq!(r["error"], "write_protected", "{r}");
 
     git(root, &["checkout", "-q", "--", "src/auth.py"]);
     let path = root.join("src/auth.py");

@@ -17,17 +17,7 @@ use code_intel_workflow::engine::state::SessionState;
 
 use crate::session::store::SessionStore;
 
-/// Entries at the root of a work tree that are never writable by the agent, whatever the
-/// phase: git's own, the clients' settings and hooks, the MCP entry, the procedures `init`
-/// writes, and code-intel's configuration and contract.
-pub const PROTECTED: &[&str] = &[".git", ".claude", ".codex", ".code-intel", ".agents", ".mcp.json"];
-
-/// Whether `rel` (relative to the root, `/`-separated) is or lies beneath a [`PROTECTED`]
-/// entry.
-pub fn is_protected(rel: &str) -> bool {
-    let first = rel.trim_start_matches("./").split('/').next().unwrap_or("");
-    PROTECTED.contains(&first)
-}
+pub use code_intel_workflow::engine::{PROTECTED, is_protected};
 
 /// Ignored directories a build creates at the root, made (empty) before a confined command so
 /// the tool can write into them: Landlock grants rights on what exists.
@@ -338,18 +328,6 @@ fn uid() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_guards_own_configuration_is_protected_at_any_depth_below_it() {
-        for p in [".git", ".git/config", ".claude/settings.json", ".codex/hooks.json", ".code-intel/config.json"] {
-            assert!(is_protected(p), "{p}");
-        }
-        assert!(is_protected(".mcp.json"));
-        assert!(is_protected("./.claude/settings.local.json"));
-        for p in ["app/.claude", "src/main.rs", ".github/workflows/ci.yml", ".gitignore", "AGENTS.md"] {
-            assert!(!is_protected(p), "{p}");
-        }
-    }
 
     #[test]
     fn a_temporary_directory_holding_the_repository_is_granted_around_it() {

@@ -39,8 +39,22 @@ pub enum WriteAllowed {
     NewFileInExploredDirectory,
 }
 
+/// Entries at the root of a work tree that the agent never writes, whatever the phase or the
+/// explored set: git's own, the clients' settings and hooks, the MCP entry, the procedures
+/// `init` writes, and code-intel's configuration and contract. The hooks refuse a file tool's
+/// write there, and the shell's kernel sandbox never grants them (docs/SECURITY.md).
+pub const PROTECTED: &[&str] = &[".git", ".claude", ".codex", ".code-intel", ".agents", ".mcp.json"];
+
+/// Whether `rel` (relative to the root, `/`-separated) is or lies beneath a [`PROTECTED`]
+/// entry.
+pub fn is_protected(rel: &str) -> bool {
+    let first = rel.trim_start_matches("./").split('/').next().unwrap_or("");
+    PROTECTED.contains(&first)
+}
+
 /// `check_write_target`: writes only in READY, only to explored files, or to a new file in a
-/// directory that holds an explored file. `exists` says whether the file is already there.
+/// directory that holds an explored file; never to a [`PROTECTED`] entry. `exists` says
+/// whether the file is already there.
 pub fn check_write(
     contract: &Contract,
     state: &SessionState,
@@ -48,6 +62,9 @@ pub fn check_write(
     exists: bool,
     allow_new_files: bool,
 ) -> Result<WriteAllowed, ContractMessage> {
+    if is_protected(rel) {
+        return Err(contract.error(&msg::WRITE_PROTECTED, &[("path", rel)]));
+    }
     if state.phase() != Phase::Ready {
         let phase = state.phase().name();
         return Err(contract.error(&msg::WRITE_PHASE_BLOCKED, &[("phase", phase)]));
@@ -78,4 +95,21 @@ pub fn check_add_explored(contract: &Contract, state: &SessionState, files: &[St
 
 fn parent_dir(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guards_own_configuration_is_protected_at_any_depth_below_it() {
+        for p in [".git", ".git/config", ".claude/settings.json", ".codex/hooks.json", ".code-intel/config.json"] {
+            assert!(is_protected(p), "{p}");
+        }
+        assert!(is_protected(".mcp.json"));
+        assert!(is_protected("./.claude/settings.local.json"));
+        for p in ["app/.claude", "src/main.rs", ".github/workflows/ci.yml", ".gitignore", "AGENTS.md"] {
+            assert!(!is_protected(p), "{p}");
+        }
+    }
 }
