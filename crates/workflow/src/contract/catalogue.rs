@@ -178,8 +178,6 @@ catalogue! {
     HOOK_SESSION_UNREADABLE = ["tool_errors", "hooks", "hook_session_unreadable"] ("why") Failure;
     /// A write into the guard's own configuration (.git, .claude, .codex, .code-intel, .agents, .mcp.json).
     WRITE_PROTECTED = ["tool_errors", "hooks", "write_protected"] ("path") State;
-    /// A Codex patch that is not in the form the hook can read as Codex applies it.
-    PATCH_UNREADABLE = ["tool_errors", "hooks", "patch_unreadable"] ("why") State;
     /// The runner's one line after a confined command that failed (stderr).
     SANDBOX_NOTE = ["tool_errors", "hooks", "sandbox_note"] ("phase") State;
     /// The same in READY, where the explored files are writable too.
