@@ -26,7 +26,8 @@ RAW_WRITERS = {
     "crates/codebase/src/derived.rs",
 }
 TEXT_ERROR = re.compile(r"\.map_err\(\|[^|]*\|[^\n]*(?:to_string\(\)|format!)")
-TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", re.S)
+# `#[cfg(test)]`, or `#[cfg(all(test, …))]` for tests of one platform.
+TEST_MOD = re.compile(r"#\[cfg\((?:all\(\s*)?test\b[^\]]*\]\s*mod\s+\w+\s*\{", re.S)
 
 
 def crates(root):

@@ -10,8 +10,12 @@
 // What this crate exports is its contract with the layers above: nothing public by accident.
 #![warn(unreachable_pub)]
 
+#[cfg(unix)]
+pub mod exec_bits;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod mode_watch;
 pub mod seatbelt;
 
 use std::path::{Path, PathBuf};
@@ -91,39 +95,68 @@ pub fn support() -> Support {
     }
 }
 
+/// How a confined command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// The exit code (128 + the signal's number when a signal ended it).
+    pub code: i32,
+    /// Whether the command may have changed a file's mode, which no sandbox here forbids: a
+    /// mode-changing system call was seen, or nothing could watch for one. False only when it
+    /// certainly did not.
+    pub modes_may_have_changed: bool,
+}
+
 /// Runs `shell -c command` confined to `policy`, with `env` added to its environment, and
-/// waits for it. Returns the exit code (128 + the signal's number when a signal ended it).
+/// waits for it.
 ///
 /// The caller stays outside the sandbox, and the command cannot signal it (Landlock ABI 6 and
 /// later): the caller is the reaper of everything the command starts, and when the command ends
 /// every process it left behind is killed, so nothing keeps the policy's rights past the call
 /// and the caller always gets to act after it (the tracked files' modes, say).
-pub fn run(policy: &Policy, shell: &Path, command: &str, env: &[(String, String)]) -> Result<i32, Error> {
+pub fn run(policy: &Policy, shell: &Path, command: &str, env: &[(String, String)]) -> Result<Finished, Error> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;
         let ruleset = linux::ruleset(policy)?;
         let fd = ruleset.as_raw_fd();
+        let filter = mode_watch::Filter::new();
+        let channel = filter.as_ref().and_then(|_| mode_watch::Channel::new());
+        let child_end = channel.as_ref().map(mode_watch::Channel::child_end);
         linux::become_subreaper();
         let mut cmd = std::process::Command::new(shell);
         cmd.arg("-c").arg(command).envs(env.iter().map(|(k, v)| (k, v)));
         // SAFETY: the closure runs in the child between fork and exec and makes only the raw
-        // system calls of `restrict_self`.
+        // system calls of `restrict_self` and `install`, on memory made before the fork.
         unsafe {
-            cmd.pre_exec(move || linux::restrict_self(fd));
+            cmd.pre_exec(move || {
+                linux::restrict_self(fd)?;
+                if let (Some(filter), Some(channel)) = (&filter, child_end) {
+                    mode_watch::install(filter, channel);
+                }
+                Ok(())
+            });
         }
-        let code = wait(&mut cmd, shell);
+        let mut child = spawn(&mut cmd, shell)?;
+        let listener = channel.and_then(mode_watch::Channel::listener);
+        let waited = match &listener {
+            Some(listener) => mode_watch::wait_serving(&mut child, listener),
+            None => child.wait().map(|status| (status, true)),
+        };
+        let (status, modes_may_have_changed) =
+            waited.map_err(|source| Error::Spawn { program: shell.display().to_string(), source })?;
         drop(ruleset);
         linux::end_leftovers();
-        code
+        Ok(Finished { code: exit_code(status), modes_may_have_changed })
     }
     #[cfg(target_os = "macos")]
     {
         let profile = seatbelt::profile(policy);
         let mut cmd = std::process::Command::new(seatbelt::SANDBOX_EXEC);
         cmd.arg("-p").arg(profile).arg(shell).arg("-c").arg(command).envs(env.iter().map(|(k, v)| (k, v)));
-        wait(&mut cmd, shell)
+        // The profile denies file-write-mode outside the policy, but no Mac has run this yet:
+        // the caller looks at the modes every time.
+        Ok(Finished { code: wait(&mut cmd, shell)?, modes_may_have_changed: true })
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
@@ -140,17 +173,89 @@ pub fn run_unconfined(shell: &Path, command: &str, env: &[(String, String)]) -> 
     wait(&mut cmd, shell)
 }
 
-/// Spawns `cmd` and waits, with SIGINT and SIGQUIT left to the child (as `system(3)` does), so
-/// an interrupt ends the command and the runner reports how it ended.
+/// Spawns `cmd` and waits (see [`spawn`]).
 #[cfg(unix)]
 fn wait(cmd: &mut std::process::Command, shell: &Path) -> Result<i32, Error> {
-    use std::os::unix::process::ExitStatusExt;
-    let mut child = cmd.spawn().map_err(|source| Error::Spawn { program: shell.display().to_string(), source })?;
+    let mut child = spawn(cmd, shell)?;
+    let status = child.wait().map_err(|source| Error::Spawn { program: shell.display().to_string(), source })?;
+    Ok(exit_code(status))
+}
+
+/// Spawns `cmd`, then leaves SIGINT and SIGQUIT to the child (as `system(3)` does), so an
+/// interrupt ends the command and the runner reports how it ended.
+#[cfg(unix)]
+fn spawn(cmd: &mut std::process::Command, shell: &Path) -> Result<std::process::Child, Error> {
+    let child = cmd.spawn().map_err(|source| Error::Spawn { program: shell.display().to_string(), source })?;
     // SAFETY: SIG_IGN for two signals of this process; no handler runs our code.
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
-    let status = child.wait().map_err(|source| Error::Spawn { program: shell.display().to_string(), source })?;
-    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    Ok(child)
+}
+
+/// The exit code a shell reports for `status`: 128 + the signal's number when a signal ended it.
+#[cfg(unix)]
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// One run at a time: the runner is the reaper of every child of this process and kills
+    /// the ones left when a command ends, a concurrent test's among them.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Runs `command` with `sh` confined to a policy that grants only `dir`; None where the
+    /// kernel has no Landlock (the test then says so and passes).
+    fn confined(dir: &Path, command: &str) -> Option<Finished> {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !support().is_kernel() {
+            eprintln!("skipped: no kernel sandbox here");
+            return None;
+        }
+        let policy = Policy { writable_trees: vec![dir.join("w")], writable_files: vec![PathBuf::from("/dev/null")] };
+        Some(run(&policy, Path::new("/bin/sh"), &format!("cd {} && {command}", dir.display()), &[]).unwrap())
+    }
+
+    fn dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("w")).unwrap();
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_mode_change_is_seen_and_a_command_without_one_is_known_not_to_have_made_one() {
+        let dir = dir();
+        let Some(plain) = confined(dir.path(), "cat f >/dev/null && echo y > w/out && ls w >/dev/null") else { return };
+        assert_eq!(plain, Finished { code: 0, modes_may_have_changed: false });
+        let chmod = confined(dir.path(), "chmod +x f").unwrap();
+        assert!(chmod.modes_may_have_changed, "{chmod:?}");
+        let fchmod =
+            confined(dir.path(), "python3 -c \"import os; os.fchmod(os.open('f', os.O_RDONLY), 0o700)\"").unwrap();
+        assert!(fchmod.modes_may_have_changed, "{fchmod:?}");
+        // The write outside the policy failed; the modes changed (the caller puts them back).
+        let denied = confined(dir.path(), "echo y > f").unwrap();
+        assert_ne!(denied.code, 0);
+        assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "x");
+    }
+
+    #[test]
+    fn the_command_cannot_put_a_seccomp_filter_of_its_own_on() {
+        let dir = dir();
+        // prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL): EFAULT when allowed, EPERM when
+        // refused; seccomp(SECCOMP_SET_MODE_FILTER, 0, NULL) likewise.
+        let probe = format!(
+            "python3 -c \"import ctypes; c = ctypes.CDLL(None, use_errno=True); \
+             c.prctl(22, 2, 0, 0, 0); a = ctypes.get_errno(); c.syscall({}, 1, 0, 0); \
+             raise SystemExit(0 if (a, ctypes.get_errno()) == (1, 1) else 10 + a)\"",
+            libc::SYS_seccomp
+        );
+        let Some(ran) = confined(dir.path(), &probe) else { return };
+        assert_eq!(ran.code, 0, "a filter of the command's own was not refused: {ran:?}");
+    }
 }

@@ -81,49 +81,67 @@ pub fn run(root: &Path, shell: &Path, command: &str) -> Result<Outcome, RunError
     if let code_intel_sandbox::Support::Advisory { why } = code_intel_sandbox::support() {
         return Err(RunError::Sandbox(code_intel_sandbox::Error::Unsupported(why)));
     }
-    let repo = gix::open(root).map_err(|e| RunError::NotGit(format!("{} ({e})", root.display())))?;
+    let repo = store.repository();
     let (policy, env) = policy(&repo, state)?;
-    let modes = tracked_modes(&repo);
-    let code = code_intel_sandbox::run(&policy, shell, command, &env)?;
-    restore_modes(&modes);
-    Ok(Outcome { code, phase: Some(state.phase()) })
+    let started = std::time::SystemTime::now();
+    let finished = code_intel_sandbox::run(&policy, shell, command, &env)?;
+    // The index is read after: the command cannot write it.
+    #[cfg(unix)]
+    if finished.modes_may_have_changed {
+        TrackedModes::read(&repo).restore(started);
+    }
+    Ok(Outcome { code: finished.code, phase: Some(state.phase()) })
 }
 
-/// The tracked files' paths with whether git records them executable: the one part of a file
-/// git tracks that Landlock does not guard (`chmod` is not a write).
-fn tracked_modes(repo: &gix::Repository) -> Vec<(PathBuf, bool)> {
-    let (Some(root), Ok(index)) = (repo.workdir(), repo.index_or_empty()) else { return Vec::new() };
-    index
-        .entries()
-        .iter()
-        .filter(|e| matches!(e.mode, gix::index::entry::Mode::FILE | gix::index::entry::Mode::FILE_EXECUTABLE))
-        .map(|e| {
-            let rel = e.path(&index).to_string();
-            (root.join(rel), e.mode == gix::index::entry::Mode::FILE_EXECUTABLE)
-        })
-        .collect()
-}
-
-/// Puts back the executable bit of every tracked file whose bit the command flipped.
+/// The tracked files with whether git records them executable: the one part of a file git
+/// tracks that Landlock does not guard (`chmod` is not a write). After a command that may have
+/// changed a mode, the bit of each tracked file the command changed is put back as the index
+/// records it ([`code_intel_sandbox::exec_bits`]).
 #[cfg(unix)]
-fn restore_modes(modes: &[(PathBuf, bool)]) {
-    use rayon::prelude::*;
-    use std::os::unix::fs::PermissionsExt;
-    modes.par_iter().for_each(|(path, executable)| {
-        let Ok(meta) = std::fs::symlink_metadata(path) else { return };
-        if !meta.is_file() || (meta.permissions().mode() & 0o111 != 0) == *executable {
-            return;
+struct TrackedModes {
+    /// The tracked regular files, by directory, in the index's order.
+    dirs: Vec<code_intel_sandbox::exec_bits::Directory>,
+}
+
+#[cfg(unix)]
+impl TrackedModes {
+    fn read(repo: &gix::Repository) -> TrackedModes {
+        use code_intel_sandbox::exec_bits::Directory;
+        use gix::index::entry::Mode;
+        use std::os::unix::ffi::OsStrExt;
+        let mut dirs: Vec<Directory> = Vec::new();
+        let (Some(root), Ok(index)) = (repo.workdir(), repo.index_or_empty()) else { return TrackedModes { dirs } };
+        for e in index.entries() {
+            if !matches!(e.mode, Mode::FILE | Mode::FILE_EXECUTABLE) {
+                continue;
+            }
+            let path: &[u8] = e.path(&index);
+            let (dir, name) = match path.iter().rposition(|b| *b == b'/') {
+                Some(i) => (&path[..i], &path[i + 1..]),
+                None => (&path[..0], path),
+            };
+            let dir = root.join(std::ffi::OsStr::from_bytes(dir));
+            // Entries of one directory are together in the index, save where a subdirectory's
+            // come between: then the directory is listed again.
+            if dirs.last().is_none_or(|d| d.path != dir) {
+                dirs.push(Directory { path: dir, files: Vec::new() });
+            }
+            if let Some(d) = dirs.last_mut() {
+                d.files.push((std::ffi::OsStr::from_bytes(name).to_owned(), e.mode == Mode::FILE_EXECUTABLE));
+            }
         }
-        let mode = meta.permissions().mode();
-        let wanted = if *executable { mode | ((mode & 0o444) >> 2) } else { mode & !0o111 };
-        if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(wanted)) {
+        TrackedModes { dirs }
+    }
+
+    /// Puts back the bit of each tracked file whose status changed after `since` (the command's
+    /// start) and whose bit is not the index's: a bit the user flipped before, and has not
+    /// committed, is theirs.
+    fn restore(&self, since: std::time::SystemTime) {
+        for (path, e) in code_intel_sandbox::exec_bits::put_back(&self.dirs, since) {
             tracing::warn!("cannot restore the mode of {}: {e}", path.display());
         }
-    });
+    }
 }
-
-#[cfg(not(unix))]
-fn restore_modes(_: &[(PathBuf, bool)]) {}
 
 /// The policy of `state`'s phase in `repo`'s work tree, and the environment the command gets
 /// (a private temporary directory and caches, made by `private_dirs`).

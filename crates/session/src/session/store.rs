@@ -97,6 +97,12 @@ impl SessionStore {
             .map_err(|e| Error::Git(format!("the clone key: {e}").into()))
     }
 
+    /// The repository the store reads, opened once (the sandbox runner reads the index and the
+    /// work trees from it too).
+    pub fn repository(&self) -> gix::Repository {
+        self.repo()
+    }
+
     fn repo(&self) -> gix::Repository {
         self.repo.to_thread_local()
     }
