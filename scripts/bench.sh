@@ -18,7 +18,7 @@ awk '/^name = /{n=$3} /^version = /{v=$3} /^source = "registry/{gsub(/"/,"",n); 
     while read -r crate; do
         tar -xzf "$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$crate.crate" | head -n 1)" -C "$corpus"
     done
-cargo build --release --locked --bin git-code-intel --bin code-intel-bench
+cargo build --release --locked --bin git-code-intel --bin git-code-intel-sandbox --bin code-intel-bench
 "$CARGO_TARGET_DIR/release/code-intel-bench" "$CARGO_TARGET_DIR/release/git-code-intel" "$corpus"
 # recall@5 of the int8 and fp32 models on the labelled queries and the small retrieval set,
 # next to the throughput above.

@@ -109,9 +109,16 @@ fn program_on_path() -> Check {
 /// hooks' judgement of a command's text is all there is, and that is advisory.
 fn kernel_sandbox() -> Check {
     let support = code_intel_sandbox::support();
+    let runner = match crate::hooks::runner_program() {
+        Some((program, "")) => format!("run by {program}"),
+        _ => format!(
+            "run by `git-code-intel sandbox`: {} is not installed beside git-code-intel (the same `cargo install` puts it there), so each shell command starts about 4 ms slower",
+            crate::hooks::RUNNER
+        ),
+    };
     todo(
         "both",
-        format!("a kernel sandbox for the agent's shell commands: {}", support.describe()),
+        format!("a kernel sandbox for the agent's shell commands: {}; {runner}", support.describe()),
         support.is_kernel(),
         "none here, so the hooks judge shell commands from their text, which is advisory: a command can write what the phase forbids. Linux 5.13 or later with Landlock enabled (`lsm=` holding landlock), or macOS, enforces it",
     )

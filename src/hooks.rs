@@ -350,35 +350,46 @@ fn leading_cd(command: &str) -> Option<String> {
     (words.len() == 1 && !after.trim().is_empty()).then(|| words[0].clone())
 }
 
-/// `command` as the sandbox runner runs it for the work tree at `root`: this program by its
-/// absolute path, then `--repo ROOT sandbox -- 'COMMAND'`. Never by name: the shell a client
+/// `command` as the sandbox runner runs it for the work tree at `root`: the runner by its
+/// absolute path, then `--repo ROOT -- 'COMMAND'` (or this program's `--repo ROOT sandbox --
+/// 'COMMAND'` where the runner is not installed beside it). Never by name: the shell a client
 /// runs a command in need not have the hook's `PATH` (Codex's login shell did not, and every
 /// command then failed with "command not found"). None: this program's path is unknown.
 pub fn runner_form(root: &Path, command: &str) -> Option<String> {
+    let (program, subcommand) = runner_program()?;
     Some(format!(
-        "{} --repo {} sandbox -- {}",
-        shell_quote(&runner_program()?),
+        "{} --repo {} {subcommand}-- {}",
+        shell_quote(&program),
         shell_quote(&root.display().to_string()),
         quote_always(command)
     ))
 }
 
-/// How the runner form names this program (see [`runner_form`]).
-fn runner_program() -> Option<String> {
-    std::env::current_exe().ok().map(|exe| exe.display().to_string())
+/// The name of the small runner program, installed beside `git-code-intel`.
+pub const RUNNER: &str = "git-code-intel-sandbox";
+
+/// How the runner form names the runner: the small runner beside this program, or this program
+/// with its `sandbox` subcommand (then the second part is `"sandbox "`).
+pub fn runner_program() -> Option<(String, &'static str)> {
+    let exe = std::env::current_exe().ok()?;
+    let small = exe.with_file_name(format!("{RUNNER}{}", std::env::consts::EXE_SUFFIX));
+    Some(if small.is_file() { (small.display().to_string(), "") } else { (exe.display().to_string(), "sandbox ") })
 }
 
 /// Whether `command` is exactly the runner form for `root` (any command inside it).
 pub fn is_runner_form(command: &str, root: &Path) -> bool {
     let Some(words) = plain_words(command) else { return false };
-    let Some(program) = runner_program() else { return false };
-    matches!(words.as_slice(),
-        [named, repo_flag, repo, sub, dashes, _]
-            if *named == program
-                && repo_flag == "--repo"
-                && Path::new(repo) == root
-                && sub == "sandbox"
-                && dashes == "--")
+    let Some((program, subcommand)) = runner_program() else { return false };
+    let is_root = |repo: &String| Path::new(repo) == root;
+    match words.as_slice() {
+        [named, flag, repo, dashes, _] if subcommand.is_empty() => {
+            *named == program && flag == "--repo" && is_root(repo) && dashes == "--"
+        }
+        [named, flag, repo, sub, dashes, _] if !subcommand.is_empty() => {
+            *named == program && flag == "--repo" && is_root(repo) && sub == "sandbox" && dashes == "--"
+        }
+        _ => false,
+    }
 }
 
 /// The words of a command line made only of plain words and single-quoted text (the form

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use code_intel_session::confine::{self, Outcome};
-use code_intel_session::workspace::Workspace;
+use code_intel_session::workspace::load_contract;
 use code_intel_workflow::contract::Contract;
 use code_intel_workflow::contract::catalogue as msg;
 use code_intel_workflow::engine::phase::Phase;
@@ -41,7 +41,8 @@ pub fn run(start: &Path, shell: &Path, command: &str) -> i32 {
     }
 }
 
-/// The contract in effect at `root` (the defaults outside a repository).
+/// The contract in effect at `root` (the defaults with the project's overrides), read without
+/// opening a workspace: the runner links nothing of the indexes.
 fn contract(root: &Path) -> Contract {
-    Workspace::open(root, false).map(|ws| ws.contract).unwrap_or_else(|_| Contract::builtin())
+    load_contract(root).0
 }

@@ -30,6 +30,13 @@ fn kernel_sandbox(root: &Path, test: &str) -> bool {
     yes
 }
 
+/// Whether a command line runs in the small runner beside the binary (the form the hooks
+/// rewrite a shell command into).
+fn runs_in_runner(command: &str) -> bool {
+    // The path is quoted only where it needs to be.
+    command.replace('\'', "").contains(&format!("{} --repo ", env!("CARGO_BIN_EXE_git-code-intel-sandbox")))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Client {
     Claude,
@@ -186,6 +193,8 @@ const ATTACKS: &[&str] = &[
     "chmod +x {t}",
     "chmod 000 {t}",
     "chmod +x {t}; kill -9 $PPID",
+    "python3 -c \"import os; fd = os.open('{t}', os.O_RDONLY); os.fchmod(fd, 0o755)\"",
+    "ln -s {a} /tmp/gci-mode-$$ && chmod +x /tmp/gci-mode-$$; rm -f /tmp/gci-mode-$$",
     "setsid sh -c 'sleep 0.2; chmod +x {t}' >/dev/null 2>&1 </dev/null &",
     "setsid sh -c 'sleep 0.2; echo late >> {t}' >/dev/null 2>&1 </dev/null & kill -9 $PPID",
     "echo x > .worktrees/feat/config.yaml",
@@ -359,11 +368,24 @@ async fn the_red_team_corpus_changes_nothing_in_any_phase() {
         let plain = Command::new("bash").arg("-c").arg(command).current_dir(root).output().unwrap();
         for client in [Client::Claude, Client::Codex] {
             let ran = through_hook(root, client, command);
-            assert!(!ran.blocked && ran.ran.contains(" sandbox -- "), "{command}: {ran:?}");
+            assert!(!ran.blocked && runs_in_runner(&ran.ran), "{command}: {ran:?}");
             assert_eq!(ran.code, plain.status.code().unwrap_or(-1), "{command}: {ran:?}");
             assert_eq!(ran.stdout, String::from_utf8_lossy(&plain.stdout), "{command}: {ran:?}");
         }
     }
+    // A bit the user flipped and has not committed is theirs: a command leaves it alone, and
+    // only the bit the command itself flipped is put back.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |rel: &str| std::fs::metadata(root.join(rel)).unwrap().permissions().mode() & 0o777;
+    std::fs::set_permissions(root.join("README.md"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    for client in [Client::Claude, Client::Codex] {
+        let ran = through_hook(root, client, "chmod +x src/auth.py && ls >/dev/null");
+        assert_eq!(ran.code, 0, "{ran:?}");
+        assert_eq!(mode("src/auth.py"), 0o644, "{client:?}: the command's chmod stays");
+        assert_eq!(mode("README.md"), 0o755, "{client:?}: the user's own chmod was undone");
+    }
+    std::fs::set_permissions(root.join("README.md"), std::fs::Permissions::from_mode(0o644)).unwrap();
     // The user's caches are read, never written: code an unconfined tool reads from them later
     // (a runtime the server loads, a package) would be a way out.
     let home = std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default());
@@ -555,7 +577,7 @@ async fn the_event_directory_decides_which_session_guards() {
     let event = json!({"tool_name": "Bash", "tool_input": {"command": "echo x >> ../../README.md"}, "cwd": root.join("target/evil")});
     let (code, out, _) = run_cli(&root.join("target/evil"), &["hook", "claude-pre-tool-use"], &event.to_string());
     assert_eq!(code, 0);
-    assert!(out.contains(" sandbox -- "), "rewritten into the outer session's sandbox: {out:?}");
+    assert!(runs_in_runner(&out), "rewritten into the outer session's sandbox: {out:?}");
     // A directory on PATH inside the work tree (an activated .venv) is not writable, though
     // ignored: a program put there would run unconfined when a hook calls it by name.
     std::fs::create_dir_all(root.join(".venv/bin")).unwrap();
@@ -633,7 +655,7 @@ async fn the_projects_test_runners_work_in_the_sandbox() {
     for (command, marker) in runs {
         for client in [Client::Claude, Client::Codex] {
             let ran = through_hook(root, client, command);
-            assert!(ran.ran.contains(" sandbox -- "), "{ran:?}");
+            assert!(runs_in_runner(&ran.ran), "{ran:?}");
             assert_eq!(ran.code, 0, "{command} through {client:?}: {ran:?}");
             assert!(format!("{}{}", ran.stdout, ran.stderr).contains(marker), "{command}: {ran:?}");
         }
