@@ -382,6 +382,8 @@ pub fn run_tool(ws: &Workspace, command: Command, json: bool) -> i32 {
                         println!("(kept_edited files hold your changes; `git code-intel init --force` replaces them)");
                     }
                     println!("{}", crate::init::where_procedures_are());
+                    // What the verification phases will tell the agent to run, and why.
+                    println!("{}", crate::doctor::verify_commands(ws.repo.root()).what);
                     let steps = crate::doctor::first_run_steps(ws.repo.root());
                     if !steps.is_empty() {
                         println!("\nOnce, before the tools appear in a client:");

@@ -40,7 +40,7 @@ pub struct Check {
 
 /// Every check, in the order a user would fix them.
 pub fn checks(root: &Path) -> Vec<Check> {
-    let mut out = vec![program_on_path(), kernel_sandbox()];
+    let mut out = vec![program_on_path(), kernel_sandbox(), verify_commands(root)];
     out.extend(claude_code(root));
     out.extend(codex(root));
     out.extend(sharing(root));
@@ -121,6 +121,50 @@ fn kernel_sandbox() -> Check {
         format!("a kernel sandbox for the agent's shell commands: {}; {runner}", support.describe()),
         support.is_kernel(),
         "none here, so the hooks judge shell commands from their text, which is advisory: a command can write what the phase forbids. Linux 5.13 or later with Landlock enabled (`lsm=` holding landlock), or macOS, enforces it",
+    )
+}
+
+/// What the verification phases tell the agent to run: the commands the project declares, or
+/// those derived from its files, each with why; the derived ones not installed here are named.
+pub fn verify_commands(root: &Path) -> Check {
+    use code_intel_codebase::verify::{self, Source};
+    let (config, _) = code_intel_codebase::config::Config::load(root);
+    let found = verify::commands(root, &config.verify_commands);
+    let quoted = |c: &str| format!("`{c}`");
+    if found.source == Source::Declared {
+        let list: Vec<String> = found.commands.iter().map(|c| quoted(c)).collect();
+        return check(
+            "both",
+            format!("the verify commands, declared in .code-intel/config.json: {}", list.join(", ")),
+            true,
+            "",
+        );
+    }
+    let offered: Vec<String> = found
+        .derived
+        .iter()
+        .filter(|d| d.installed)
+        .map(|d| format!("{} ({})", quoted(&d.command), d.because))
+        .collect();
+    let missing: Vec<String> = found
+        .derived
+        .iter()
+        .filter(|d| !d.installed)
+        .map(|d| format!("{} ({})", quoted(&d.command), d.because))
+        .collect();
+    let mut what = if offered.is_empty() {
+        "the verify commands: none derived from the project's files".to_owned()
+    } else {
+        format!("the verify commands, derived from the project's files: {}", offered.join("; "))
+    };
+    if !missing.is_empty() {
+        what.push_str(&format!("; not installed here, so not offered: {}", missing.join("; ")));
+    }
+    todo(
+        "both",
+        what,
+        !offered.is_empty(),
+        "nothing installed here runs the project's checks: install what the project uses, or declare the commands in .code-intel/config.json (`verify_commands`), so the verification phases name them",
     )
 }
 
