@@ -139,6 +139,8 @@ pub fn derive(root: &Path, installed: &dyn Fn(&str) -> bool) -> Vec<Derived> {
         } else if mentions(&pyproject, "pytest") || mentions(&requirements, "pytest") || mentions(&setup_cfg, "pytest")
         {
             Some("pytest among the project's dependencies")
+        } else if pytest_style_tests(root) {
+            Some("test functions in pytest's style (`def test_…` outside a `unittest.TestCase`)")
         } else {
             None
         };
@@ -240,6 +242,25 @@ fn package_manager(
         Some((manager, why)) => ("npm", format!("{why}, but {manager} is not installed: npm runs the same scripts")),
         None => ("npm", "no lock file".to_owned()),
     }
+}
+
+/// Whether the project's test files hold plain `def test_…` functions and none of them uses
+/// `unittest`: tests only pytest collects (unittest would run none of them).
+fn pytest_style_tests(root: &Path) -> bool {
+    let mut files = Vec::new();
+    for dir in [root.to_path_buf(), root.join("tests"), root.join("test")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py")) {
+                files.push(e.path());
+            }
+        }
+    }
+    let texts: Vec<String> = files.iter().take(50).filter_map(|f| std::fs::read_to_string(f).ok()).collect();
+    !texts.is_empty()
+        && texts.iter().all(|t| !t.contains("unittest"))
+        && texts.iter().any(|t| t.lines().any(|l| l.starts_with("def test_")))
 }
 
 /// Whether `text` names `word` as a whole word (a dependency list, a requirements file).
@@ -383,6 +404,12 @@ mod tests {
     fn python_runs_pytest_where_configured_else_unittest_and_only_configured_linters() {
         let plain = derived(&[("app/calc.py", "x = 1\n"), ("tests/test_calc.py", "")], &["python3"]);
         assert_eq!(plain, [("python3 -m unittest".to_owned(), true)]);
+        let unittest = "import unittest\n\nclass T(unittest.TestCase):\n    def test_x(self):\n        pass\n";
+        let classes = derived(&[("tests/test_calc.py", unittest)], &["python3"]);
+        assert_eq!(commands_of(&classes), ["python3 -m unittest"]);
+        // Plain test functions: only pytest runs them.
+        let functions = "from calc import add\n\ndef test_add():\n    assert add(1, 2) == 3\n";
+        assert_eq!(commands_of(&derived(&[("tests/test_calc.py", functions)], &["python3"])), ["python3 -m pytest"]);
         for (file, text) in [
             ("pyproject.toml", "[tool.pytest.ini_options]\naddopts = \"-q\"\n"),
             ("pytest.ini", "[pytest]\n"),
