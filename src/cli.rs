@@ -119,6 +119,9 @@ pub enum Command {
         /// The shell that runs the command.
         #[arg(long, default_value = "bash", value_name = "PROGRAM")]
         shell: PathBuf,
+        /// End the command, and everything it started, after this many seconds (exit 124).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
         /// The command line, as one argument.
         command: String,
     },
@@ -281,7 +284,9 @@ pub fn run_without_workspace(command: &Command, start: &std::path::Path) -> Opti
     Some(match command {
         Command::Hook(HookCommand::ClaudePreToolUse) => pre_tool_use_from_stdin(start, Client::ClaudeCode).report(),
         Command::Hook(HookCommand::CodexPreToolUse) => pre_tool_use_from_stdin(start, Client::Codex).report(),
-        Command::Sandbox { shell, command } => crate::sandbox::run(start, shell, command),
+        Command::Sandbox { shell, command, timeout } => {
+            crate::sandbox::run(start, shell, command, timeout.map(std::time::Duration::from_secs))
+        }
         _ => return None,
     })
 }

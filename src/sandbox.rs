@@ -13,9 +13,10 @@ use code_intel_workflow::engine::phase::Phase;
 /// The exit code of a command that was not run (as a shell says of one it cannot execute).
 pub const NOT_RUN: i32 = 126;
 
-/// Runs `command` in the sandbox of the session active in the work tree holding `start`.
+/// Runs `command` in the sandbox of the session active in the work tree holding `start`, for at
+/// most `limit` when one is given (then it ends with `code_intel_sandbox::TIMED_OUT`).
 /// Returns the command's exit code, or [`NOT_RUN`].
-pub fn run(start: &Path, shell: &Path, command: &str) -> i32 {
+pub fn run(start: &Path, shell: &Path, command: &str, limit: Option<std::time::Duration>) -> i32 {
     let root = match code_intel_codebase::repo::Repo::discover(start) {
         Ok(repo) => repo.root().to_owned(),
         Err(e) => {
@@ -24,7 +25,7 @@ pub fn run(start: &Path, shell: &Path, command: &str) -> i32 {
             return NOT_RUN;
         }
     };
-    match confine::run(&root, shell, command) {
+    match confine::run(&root, shell, command, limit) {
         Ok(Outcome { code, phase: Some(phase) }) if code != 0 => {
             let note = match phase {
                 Phase::Ready => contract(&root).message(&msg::SANDBOX_NOTE_READY, &[]),

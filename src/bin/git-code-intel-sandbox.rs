@@ -23,13 +23,20 @@ fn main() -> ExitCode {
         )
         .with_ansi(false)
         .init();
-    let usage = "usage: git-code-intel-sandbox [--repo ROOT] [--shell PROGRAM] -- COMMAND";
+    let usage = "usage: git-code-intel-sandbox [--repo ROOT] [--shell PROGRAM] [--timeout SECONDS] -- COMMAND";
     let mut args = std::env::args_os().skip(1);
-    let (mut repo, mut shell, mut command) = (None, PathBuf::from("bash"), None);
+    let (mut repo, mut shell, mut command, mut limit) = (None, PathBuf::from("bash"), None, None);
     while let Some(arg) = args.next() {
         match arg.to_str() {
             Some("--repo") => repo = args.next().map(PathBuf::from),
             Some("--shell") => shell = args.next().map(PathBuf::from).unwrap_or(shell),
+            Some("--timeout") => match args.next().and_then(|s| s.to_str()?.parse::<u64>().ok()) {
+                Some(seconds) => limit = Some(std::time::Duration::from_secs(seconds)),
+                None => {
+                    eprintln!("git-code-intel-sandbox: --timeout takes a whole number of seconds\n{usage}");
+                    return ExitCode::from(USAGE);
+                }
+            },
             Some("--version") => {
                 println!("git-code-intel-sandbox {}", env!("CARGO_PKG_VERSION"));
                 return ExitCode::SUCCESS;
@@ -69,6 +76,6 @@ fn main() -> ExitCode {
             return ExitCode::from(USAGE);
         }
     };
-    let code = git_code_intel::sandbox::run(&start, &shell, &command);
+    let code = git_code_intel::sandbox::run(&start, &shell, &command, limit);
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -288,6 +288,15 @@ pub struct CleanupStaleBranchesParams {
 }
 
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+pub struct RunCheckParams {
+    /// One of the project's verify commands, exactly as the verification instruction lists it.
+    pub command: String,
+    /// One test file or test name to run instead of all (`tests/test_calc.py::test_div`,
+    /// `tests.test_calc`, `calc::divides`); letters, digits and `_ . / : - [ ] , =` only.
+    pub selector: Option<String>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 pub struct AddExploredFilesParams {
     /// Files to add to the explored set (READY only).
     pub files: Vec<String>,
@@ -538,6 +547,22 @@ impl CodeIntelServer {
     }
 
     #[tool(
+        name = "run_check",
+        description = "Use in the verification phases to run one of the project's verify commands (the instruction lists them): the server runs it in the work tree under the phase's sandbox, records the run in the session and answers its exit code, counts and failing tests. Verification is judged against these runs."
+    )]
+    async fn run_check(&self, Parameters(p): Parameters<RunCheckParams>) -> Result<CallToolResult, rmcp::ErrorData> {
+        let args = serde_json::json!({"command": p.command, "selector": p.selector});
+        // This program's path is unknown only where /proc is not: the runner is then looked up
+        // on PATH, and a failure to start it is the answer.
+        let (program, subcommand) =
+            crate::hooks::runner_program().unwrap_or_else(|| (crate::hooks::RUNNER.to_owned(), ""));
+        let runner =
+            code_intel_session::session::Runner { program: program.into(), subcommand: !subcommand.is_empty() };
+        self.run_session("run_check", args, move |ws, s| s.run_check(ws, &p.command, p.selector.as_deref(), &runner))
+            .await
+    }
+
+    #[tool(
         name = "add_explored_files",
         description = "Use in READY when check_write_target refuses a file you need to change: adds files to the explored set so they may be written."
     )]
@@ -607,7 +632,7 @@ pub fn annotated_router() -> ToolRouter<CodeIntelServer> {
 /// refusal or an error is `isError: true` with `{error, message, …}`).
 fn session_output_schema(tool: &str) -> Option<Arc<serde_json::Map<String, serde_json::Value>>> {
     use code_intel_session::session::{
-        CleanupReply, ExploredAdded, ReviewReply, SessionReply, StatusReply, WriteCheck,
+        CheckReply, CleanupReply, ExploredAdded, ReviewReply, SessionReply, StatusReply, WriteCheck,
     };
     use rmcp::handler::server::common::schema_for_output;
     Some(match tool {
@@ -615,6 +640,7 @@ fn session_output_schema(tool: &str) -> Option<Arc<serde_json::Map<String, serde
         "get_session_status" => schema_for_output::<StatusReply>(),
         "check_write_target" => schema_for_output::<WriteCheck>(),
         "add_explored_files" => schema_for_output::<ExploredAdded>(),
+        "run_check" => schema_for_output::<CheckReply>(),
         "review_changes" => schema_for_output::<ReviewReply>(),
         "cleanup_stale_branches" => schema_for_output::<CleanupReply>(),
         _ => return None,

@@ -306,8 +306,15 @@ class SessionAgent:
         turn = yield ops.shell("python3 -c \"import tempfile; tempfile.mkstemp()\" && python3 -m unittest -q")
         obs = self.observe(turn, "shell: a run that writes a temporary file", "allowed")
         self.report.check("OK" in obs.detail, f"{self.name}: a test run writing a temporary file failed: {obs.detail}")
+        # The server runs the tests itself and keeps what it saw: the verdict is a witnessed one.
+        turn = yield ops.mcp("run_check", {"command": "python3 -m unittest"})
+        run = result_json(turn)
+        self.report.check(
+            run.get("exit_code") == 0 and run.get("recorded") is True and run.get("runner") == "unittest" and run.get("failed") == 0,
+            f"{self.name}: run_check did not witness a green run: {run}",
+        )
         turn = yield from self.submit(
-            {"verifier_used": ".code-intel/verifiers/tests.md", "passed": True, "details": "2 tests OK", "tools_used": [], "summary": "tests pass"}
+            {"verifier_used": ".code-intel/verifiers/tests.md", "passed": True, "details": "2 tests OK", "tools_used": ["run_check"], "summary": "tests pass"}
         )
         self.phase = self.response.get("phase", "?")
         # PRE_COMMIT: commands run, confined as everywhere; file tools are refused.

@@ -30,4 +30,5 @@ mod semantic;
 mod team;
 mod tool_fuzz;
 mod transcript;
+mod witness;
 mod worktrees;

@@ -17,6 +17,7 @@ pub mod index;
 pub mod lang;
 pub mod repo;
 pub mod syntax;
+pub mod test_summary;
 pub mod verify;
 pub mod walk;
 mod watch;

@@ -104,16 +104,28 @@ pub struct Finished {
     /// mode-changing system call was seen, or nothing could watch for one. False only when it
     /// certainly did not.
     pub modes_may_have_changed: bool,
+    /// The time limit ended it ([`TIMED_OUT`] is then the code).
+    pub timed_out: bool,
 }
 
+/// The exit code of a command the time limit ended, as `timeout(1)` reports it.
+pub const TIMED_OUT: i32 = 124;
+
 /// Runs `shell -c command` confined to `policy`, with `env` added to its environment, and
-/// waits for it.
+/// waits for it, at most `limit` when one is given: then the command and everything it started
+/// are killed, and the code is [`TIMED_OUT`].
 ///
 /// The caller stays outside the sandbox, and the command cannot signal it (Landlock ABI 6 and
 /// later): the caller is the reaper of everything the command starts, and when the command ends
 /// every process it left behind is killed, so nothing keeps the policy's rights past the call
 /// and the caller always gets to act after it (the tracked files' modes, say).
-pub fn run(policy: &Policy, shell: &Path, command: &str, env: &[(String, String)]) -> Result<Finished, Error> {
+pub fn run(
+    policy: &Policy,
+    shell: &Path,
+    command: &str,
+    env: &[(String, String)],
+    limit: Option<std::time::Duration>,
+) -> Result<Finished, Error> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
@@ -138,6 +150,7 @@ pub fn run(policy: &Policy, shell: &Path, command: &str, env: &[(String, String)
             });
         }
         let mut child = spawn(&mut cmd, shell)?;
+        let watchdog = limit.map(|limit| Watchdog::start(child.id(), limit));
         let listener = channel.and_then(mode_watch::Channel::listener);
         let waited = match &listener {
             Some(listener) => mode_watch::wait_serving(&mut child, listener),
@@ -145,9 +158,11 @@ pub fn run(policy: &Policy, shell: &Path, command: &str, env: &[(String, String)
         };
         let (status, modes_may_have_changed) =
             waited.map_err(|source| Error::Spawn { program: shell.display().to_string(), source })?;
+        let timed_out = watchdog.is_some_and(Watchdog::stop);
         drop(ruleset);
         linux::end_leftovers();
-        Ok(Finished { code: exit_code(status), modes_may_have_changed })
+        let code = if timed_out { TIMED_OUT } else { exit_code(status) };
+        Ok(Finished { code, modes_may_have_changed, timed_out })
     }
     #[cfg(target_os = "macos")]
     {
@@ -156,29 +171,90 @@ pub fn run(policy: &Policy, shell: &Path, command: &str, env: &[(String, String)
         cmd.arg("-p").arg(profile).arg(shell).arg("-c").arg(command).envs(env.iter().map(|(k, v)| (k, v)));
         // The profile denies file-write-mode outside the policy, but no Mac has run this yet:
         // the caller looks at the modes every time.
-        Ok(Finished { code: wait(&mut cmd, shell)?, modes_may_have_changed: true })
+        let mut child = spawn(&mut cmd, shell)?;
+        let watchdog = limit.map(|limit| Watchdog::start(child.id(), limit));
+        let status = child.wait().map_err(|source| Error::Spawn { program: shell.display().to_string(), source })?;
+        let timed_out = watchdog.is_some_and(Watchdog::stop);
+        let code = if timed_out { TIMED_OUT } else { exit_code(status) };
+        Ok(Finished { code, modes_may_have_changed: true, timed_out })
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
-        let _ = (policy, shell, command, env);
+        let _ = (policy, shell, command, env, limit);
         Err(Error::Unsupported(format!("{} has neither Landlock nor seatbelt", std::env::consts::OS)))
     }
 }
 
-/// Runs `shell -c command` as it is, unconfined (no session to guard), and waits for it.
+/// Runs `shell -c command` as it is, unconfined (no session to guard), and waits for it, at
+/// most `limit` when one is given (then the code is [`TIMED_OUT`]).
 #[cfg(unix)]
-pub fn run_unconfined(shell: &Path, command: &str, env: &[(String, String)]) -> Result<i32, Error> {
+pub fn run_unconfined(
+    shell: &Path,
+    command: &str,
+    env: &[(String, String)],
+    limit: Option<std::time::Duration>,
+) -> Result<i32, Error> {
     let mut cmd = std::process::Command::new(shell);
     cmd.arg("-c").arg(command).envs(env.iter().map(|(k, v)| (k, v)));
-    wait(&mut cmd, shell)
+    let mut child = spawn(&mut cmd, shell)?;
+    let watchdog = limit.map(|limit| Watchdog::start(child.id(), limit));
+    let status = child.wait().map_err(|source| Error::Spawn { program: shell.display().to_string(), source })?;
+    Ok(if watchdog.is_some_and(Watchdog::stop) { TIMED_OUT } else { exit_code(status) })
 }
 
-/// Spawns `cmd` and waits (see [`spawn`]).
+/// Kills a command that outlives its time limit (SIGKILL to the shell; the runner then ends
+/// what it started, as after any command).
 #[cfg(unix)]
-fn wait(cmd: &mut std::process::Command, shell: &Path) -> Result<i32, Error> {
-    let mut child = spawn(cmd, shell)?;
-    let status = child.wait().map_err(|source| Error::Spawn { program: shell.display().to_string(), source })?;
-    Ok(exit_code(status))
+struct Watchdog {
+    stop: std::sync::mpsc::Sender<()>,
+    fired: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[cfg(unix)]
+impl Watchdog {
+    fn start(pid: u32, limit: std::time::Duration) -> Watchdog {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = fired.clone();
+        // On Linux the child is named by a pidfd, which never names another process once the
+        // child is reaped; elsewhere the pid, in the moment between its reaping and `stop`.
+        #[cfg(target_os = "linux")]
+        // SAFETY: pidfd_open of our own child; the descriptor is owned below.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };
+        #[cfg(target_os = "linux")]
+        // SAFETY: just opened (when not negative), nothing else owns it.
+        let pidfd = (pidfd >= 0)
+            .then(|| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd as i32) });
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(limit) {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                #[cfg(target_os = "linux")]
+                if let Some(fd) = &pidfd {
+                    // SAFETY: a signal through a pidfd we own; no memory is passed.
+                    unsafe {
+                        libc::syscall(
+                            libc::SYS_pidfd_send_signal,
+                            std::os::fd::AsRawFd::as_raw_fd(fd),
+                            libc::SIGKILL,
+                            std::ptr::null::<u8>(),
+                            0u32,
+                        )
+                    };
+                    return;
+                }
+                // SAFETY: a signal to our child's pid.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+        });
+        Watchdog { stop, fired }
+    }
+
+    /// Stops the watch; whether the limit had ended the command.
+    fn stop(self) -> bool {
+        // The thread is gone when it fired; the send then fails, which is fine.
+        self.stop.send(()).ok();
+        self.fired.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Spawns `cmd`, then leaves SIGINT and SIGQUIT to the child (as `system(3)` does), so an
@@ -218,7 +294,8 @@ mod tests {
             return None;
         }
         let policy = Policy { writable_trees: vec![dir.join("w")], writable_files: vec![PathBuf::from("/dev/null")] };
-        Some(run(&policy, Path::new("/bin/sh"), &format!("cd {} && {command}", dir.display()), &[]).unwrap())
+        let limit = Some(std::time::Duration::from_secs(2));
+        Some(run(&policy, Path::new("/bin/sh"), &format!("cd {} && {command}", dir.display()), &[], limit).unwrap())
     }
 
     fn dir() -> tempfile::TempDir {
@@ -232,7 +309,7 @@ mod tests {
     fn a_mode_change_is_seen_and_a_command_without_one_is_known_not_to_have_made_one() {
         let dir = dir();
         let Some(plain) = confined(dir.path(), "cat f >/dev/null && echo y > w/out && ls w >/dev/null") else { return };
-        assert_eq!(plain, Finished { code: 0, modes_may_have_changed: false });
+        assert_eq!(plain, Finished { code: 0, modes_may_have_changed: false, timed_out: false });
         let chmod = confined(dir.path(), "chmod +x f").unwrap();
         assert!(chmod.modes_may_have_changed, "{chmod:?}");
         let fchmod =
@@ -242,6 +319,17 @@ mod tests {
         let denied = confined(dir.path(), "echo y > f").unwrap();
         assert_ne!(denied.code, 0);
         assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "x");
+    }
+
+    #[test]
+    fn the_time_limit_ends_the_command_and_what_it_started() {
+        let dir = dir();
+        let started = std::time::Instant::now();
+        let Some(ran) = confined(dir.path(), "(sleep 30; echo late > w/late) & sleep 30") else { return };
+        assert_eq!((ran.code, ran.timed_out), (TIMED_OUT, true), "{ran:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!dir.path().join("w/late").exists());
     }
 
     #[test]

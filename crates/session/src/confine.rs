@@ -70,11 +70,11 @@ pub struct Outcome {
 /// Runs `command` with `shell -c` under the policy of the session active in the work tree at
 /// `root`. No active session (or a finished one): unconfined, as the hooks allow it. A session
 /// that cannot be read, or a machine without a kernel sandbox: refused, nothing runs.
-pub fn run(root: &Path, shell: &Path, command: &str) -> Result<Outcome, RunError> {
+pub fn run(root: &Path, shell: &Path, command: &str, limit: Option<std::time::Duration>) -> Result<Outcome, RunError> {
     let store = SessionStore::open(root).map_err(|e| RunError::NotGit(format!("{} ({e})", root.display())))?;
     let stored = store.active().map_err(RunError::SessionUnreadable)?;
     let Some(stored) = stored.filter(|s| !s.checkpoint.orchestrator_state.is_complete()) else {
-        let code = code_intel_sandbox::run_unconfined(shell, command, &[])?;
+        let code = code_intel_sandbox::run_unconfined(shell, command, &[], limit)?;
         return Ok(Outcome { code, phase: None });
     };
     let state = &stored.checkpoint.orchestrator_state;
@@ -84,7 +84,7 @@ pub fn run(root: &Path, shell: &Path, command: &str) -> Result<Outcome, RunError
     let repo = store.repository();
     let (policy, env) = policy(&repo, state)?;
     let started = std::time::SystemTime::now();
-    let finished = code_intel_sandbox::run(&policy, shell, command, &env)?;
+    let finished = code_intel_sandbox::run(&policy, shell, command, &env, limit)?;
     // The index is read after: the command cannot write it.
     #[cfg(unix)]
     if finished.modes_may_have_changed {

@@ -185,3 +185,8 @@ pub fn end(child: &mut std::process::Child) {
         child.wait().expect("reap the child");
     }
 }
+
+/// Whether `program` is an executable file in a directory of PATH.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
+}

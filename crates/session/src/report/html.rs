@@ -187,18 +187,35 @@ pub fn html(r: &Report) -> String {
         }
     }
 
-    if !r.verification.is_empty() || !r.verify_commands.is_empty() {
+    if !r.verification.is_empty() || !r.verify_commands.is_empty() || !r.witnessed_runs.is_empty() {
         o.push_str("<h2>Verification</h2>\n");
         if !r.verify_commands.is_empty() {
             let cmds: Vec<String> = r.verify_commands.iter().map(|c| format!("<code>{}</code>", e(c))).collect();
             putln!(o, "<p>Commands the instructions named: {}</p>", cmds.join(", "));
         }
+        if !r.witnessed_runs.is_empty() {
+            o.push_str("<p>Runs the server witnessed (<code>run_check</code>, in the work tree under the sandbox):</p><table><tr><th>Run</th><th>Phase</th><th>Command</th><th>Outcome</th></tr>");
+            for run in &r.witnessed_runs {
+                let class = if run.succeeded() { "ok" } else { "bad" };
+                put!(
+                    o,
+                    "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td class=\"{class}\">{}</td></tr>",
+                    run.id,
+                    e(&run.phase),
+                    e(&run.command),
+                    e(&run.outcome())
+                );
+            }
+            o.push_str("</table>\n");
+        }
         o.push_str("<ul>");
         for v in &r.verification {
             let (class, word) = if truthy(&v["passed"]) { ("ok", "passed") } else { ("bad", "failed") };
+            let witnessed =
+                if r.witnessed_runs.is_empty() { "claimed: the server witnessed no run" } else { "runs above" };
             put!(
                 o,
-                "<li><span class=\"{class}\">{word}</span>, as the agent reported (verifier: {}): {}</li>",
+                "<li><span class=\"{class}\">{word}</span>, as the agent reported ({witnessed}; verifier: {}): {}</li>",
                 e(&text(&v["verifier_used"])),
                 e(&text(&v["details"]))
             );

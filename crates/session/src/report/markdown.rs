@@ -122,7 +122,7 @@ pub fn markdown(r: &Report) -> String {
         }
     }
 
-    if !r.verification.is_empty() || !r.verify_commands.is_empty() {
+    if !r.verification.is_empty() || !r.verify_commands.is_empty() || !r.witnessed_runs.is_empty() {
         putln!(o, "\n## Verification\n");
         if !r.verify_commands.is_empty() {
             putln!(
@@ -131,11 +131,28 @@ pub fn markdown(r: &Report) -> String {
                 r.verify_commands.iter().map(|c| code(c)).collect::<Vec<_>>().join(", ")
             );
         }
+        if !r.witnessed_runs.is_empty() {
+            putln!(o, "Runs the server witnessed (`run_check`, in the work tree under the sandbox):\n");
+            putln!(o, "| Run | Phase | Command | Outcome |\n|---|---|---|---|");
+            for run in &r.witnessed_runs {
+                putln!(
+                    o,
+                    "| {} | {} | {} | {} |",
+                    run.id,
+                    cell(&run.phase),
+                    cell_code(&run.command),
+                    cell(&run.outcome())
+                );
+            }
+            o.push('\n');
+        }
         for v in &r.verification {
             let passed = if truthy(&v["passed"]) { "passed" } else { "failed" };
+            let witnessed =
+                if r.witnessed_runs.is_empty() { "claimed: the server witnessed no run" } else { "runs above" };
             putln!(
                 o,
-                "- **{passed}**, as the agent reported (verifier: {}): {}",
+                "- **{passed}**, as the agent reported ({witnessed}; verifier: {}): {}",
                 md(&one_line(&text(&v["verifier_used"]), 200)),
                 md(&one_line(&text(&v["details"]), 600))
             );

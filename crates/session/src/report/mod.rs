@@ -17,7 +17,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use code_intel_workflow::engine::state::{Checkpoint, Counters, Flags, ServedCall, TaskStatus, TrailStep};
+use code_intel_workflow::engine::state::{
+    Checkpoint, Counters, Flags, ServedCall, TaskStatus, TrailStep, WitnessedRun,
+};
 
 /// Appends formatted text to a `String` (which cannot fail, unlike `write!`'s `Result` says).
 macro_rules! put {
@@ -114,6 +116,9 @@ pub struct Report {
     /// QUALITY_REVIEW's scores and issues, in order.
     pub quality_reviews: Vec<serde_json::Value>,
     pub verify_commands: Vec<String>,
+    /// The checks the server ran itself (`run_check`), oldest first: what verification is
+    /// judged against.
+    pub witnessed_runs: Vec<WitnessedRun>,
     pub git: GitFacts,
     pub diff: Vec<code::FileDiff>,
     pub counters: Counters,
@@ -433,6 +438,7 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
         reviews: payloads("PRE_COMMIT").into_iter().cloned().collect(),
         quality_reviews: payloads("QUALITY_REVIEW").into_iter().cloned().collect(),
         verify_commands: st.verify_commands.clone(),
+        witnessed_runs: st.witnessed_runs.clone(),
         git,
         diff,
         counters: st.counters,

@@ -23,6 +23,7 @@ use code_intel_workflow::engine::state::{Checkpoint, Flags, GateLevel, Intent, S
 use code_intel_workflow::engine::submit::{self, Effect, Facts, StartParams};
 use code_intel_workflow::engine::{self as engine_api, WriteAllowed};
 
+mod checks;
 mod effects;
 mod facts;
 pub mod lessons;
@@ -31,6 +32,7 @@ mod replies;
 pub mod store;
 pub mod trail;
 
+pub use checks::{CheckReply, Runner};
 pub use effects::cleaned_ending;
 use effects::{
     EffectFailure, SessionStep, history_record, new_session_id, report_record, session_writer, task_changes,

@@ -111,6 +111,7 @@ catalogue! {
     QUALITY_FORCED_COMPLETION = ["failures", "QUALITY_REVIEW", "quality_forced_completion"] () Note;
     MERGE_NO_TASK_BRANCH = ["failures", "MERGE", "branch_manager_not_found"] () State;
     MERGE_FAILED = ["failures", "MERGE", "merge_failed"] () Failure;
+    VERIFY_PASSED_CONTRADICTS_RUN = ["failures", "POST_IMPL_VERIFY", "passed_contradicts_run"] ("command", "run", "outcome") Content;
     USER_ESCALATION = ["failures", "VERIFY_INTERVENTION", "user_escalation"] () Note;
     ESCALATION_COUNT = ["failures", "VERIFY_INTERVENTION", "escalation_count"] ("count") Note;
 
@@ -127,6 +128,10 @@ catalogue! {
     WRITE_PHASE_BLOCKED = ["tool_errors", "check_write_target", "write_phase_blocked"] ("phase") State;
     ADD_EXPLORED_PHASE_MISMATCH = ["tool_errors", "add_explored_files", "phase_mismatch"] ("phase") State;
     ADD_EXPLORED_NO_FILES = ["tool_errors", "add_explored_files", "no_files"] () Argument;
+    RUN_CHECK_NOT_A_VERIFY_COMMAND = ["tool_errors", "run_check", "not_a_verify_command"] ("command", "commands") Argument;
+    RUN_CHECK_NO_VERIFY_COMMANDS = ["tool_errors", "run_check", "no_verify_commands"] () State;
+    RUN_CHECK_BAD_SELECTOR = ["tool_errors", "run_check", "bad_selector"] ("selector") Argument;
+    RUN_CHECK_CANNOT_RUN = ["tool_errors", "run_check", "cannot_run"] ("command", "why") Failure;
 
     SEMANTIC_GATE_REQUIRED = ["tool_errors", "check_phase_necessity", "semantic_needs_more_information_required"] () Shape;
     SEMANTIC_GATE_REASON_REQUIRED = ["tool_errors", "check_phase_necessity", "semantic_reason_required"] () Shape;

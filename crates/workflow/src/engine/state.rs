@@ -172,6 +172,64 @@ pub struct SessionState {
     /// each time, never from here.
     #[serde(default)]
     pub verify_commands: Vec<String>,
+    /// How many times the session entered READY, where code changes: a witnessed run made
+    /// after the last entry is a run of the code as it is now; one made at 0, before any
+    /// change, is the baseline.
+    #[serde(default)]
+    pub ready_visits: u32,
+    /// The checks the server ran itself (`run_check`), oldest first, the last
+    /// [`MAX_WITNESSED_RUNS`] kept.
+    #[serde(default)]
+    pub witnessed_runs: Vec<WitnessedRun>,
+}
+
+/// The most witnessed runs a session keeps.
+pub const MAX_WITNESSED_RUNS: usize = 40;
+
+/// A check the server ran itself in the work tree, under the phase's sandbox, and what its
+/// output showed. Nothing here is the agent's word.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WitnessedRun {
+    /// 1, 2, … in the session.
+    pub id: u32,
+    /// The project's verify command it ran.
+    pub verify_command: String,
+    /// The command line as run: the verify command and the selector, if one was given.
+    pub command: String,
+    /// The phase it ran in.
+    pub phase: String,
+    /// [`SessionState::ready_visits`] when it ran.
+    pub after_ready_visits: u32,
+    pub exit_code: i32,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    /// Read from the runner's summary line, when one was recognised.
+    pub runner: Option<String>,
+    pub passed: Option<u64>,
+    pub failed: Option<u64>,
+    pub skipped: Option<u64>,
+    pub failing: Vec<String>,
+    /// The end of the output.
+    pub tail: String,
+}
+
+impl WitnessedRun {
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == 0 && !self.timed_out && self.failed.unwrap_or(0) == 0
+    }
+
+    /// One line: how it ended, with the counts and failing tests when known.
+    pub fn outcome(&self) -> String {
+        let mut out =
+            if self.timed_out { "the time limit ended it".to_owned() } else { format!("exit {}", self.exit_code) };
+        if let (Some(p), Some(f)) = (self.passed, self.failed) {
+            out.push_str(&format!(", {p} passed, {f} failed"));
+        }
+        if !self.failing.is_empty() {
+            out.push_str(&format!(", failing: {}", self.failing.join(", ")));
+        }
+        out
+    }
 }
 
 /// The parts of a session the Map learns from, besides the query and the task evidence.
@@ -202,9 +260,32 @@ impl SessionState {
             self.completed_steps.push(step);
         }
         let ready = if phase == Phase::Ready { ready.or(Some(ReadyStep::Plan)) } else { None };
+        if phase == Phase::Ready && self.phase() != Phase::Ready {
+            self.ready_visits += 1;
+        }
         self.phase_state =
             PhaseState { current_phase: phase, step: super::phase::step(phase, ready), ready_substep: ready };
         self.tools_called.clear();
+    }
+
+    /// The witnessed runs that speak for the code as it is now (made since the session last
+    /// entered READY, once it has): for each verify command, its last full run and every run
+    /// of one selector after it. A selector's passing run does not answer a full run's failure.
+    pub fn current_runs(&self) -> Vec<&WitnessedRun> {
+        let since: Vec<&WitnessedRun> = self
+            .witnessed_runs
+            .iter()
+            .filter(|r| self.ready_visits > 0 && r.after_ready_visits == self.ready_visits)
+            .collect();
+        let mut out: Vec<&WitnessedRun> = Vec::new();
+        for (i, run) in since.iter().enumerate() {
+            let later_full =
+                since[i + 1..].iter().any(|r| r.verify_command == run.verify_command && r.command == r.verify_command);
+            if !later_full {
+                out.push(run);
+            }
+        }
+        out
     }
 
     pub fn pending_tasks(&self) -> impl Iterator<Item = &Task> {
@@ -281,5 +362,59 @@ impl Checkpoint {
     /// The summaries as a flat map, the `phase_summaries` of a response.
     pub fn summaries(&self) -> BTreeMap<String, String> {
         self.phase_payloads.iter().map(|(k, v)| (k.clone(), v.summary.clone())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::Contract;
+    use crate::engine::submit::{StartParams, start};
+
+    fn run(id: u32, command: &str, verify: &str, visit: u32, exit_code: i32) -> WitnessedRun {
+        WitnessedRun {
+            id,
+            verify_command: verify.into(),
+            command: command.into(),
+            phase: "POST_IMPL_VERIFY".into(),
+            after_ready_visits: visit,
+            exit_code,
+            timed_out: false,
+            duration_ms: 1,
+            runner: None,
+            passed: None,
+            failed: None,
+            skipped: None,
+            failing: Vec::new(),
+            tail: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_runs_that_speak_for_the_code_are_those_since_the_last_ready_visit() {
+        let params = StartParams {
+            session_id: "s".into(),
+            intent: Intent::Implement,
+            query: "q".into(),
+            flags: Flags::default(),
+            created_at: "t".into(),
+            stale_branches: false,
+            verify_commands: vec!["pytest".into()],
+        };
+        let mut st = start(&Contract::builtin(), params).0.orchestrator_state;
+        st.witnessed_runs.push(run(1, "pytest", "pytest", 0, 1));
+        assert!(st.current_runs().is_empty(), "before any change: a baseline, not the code as it is");
+        st.enter(Phase::Ready, None);
+        st.enter(Phase::Ready, Some(ReadyStep::Impl));
+        assert_eq!(st.ready_visits, 1, "a READY substep is the same visit");
+        st.enter(Phase::PostImplVerify, None);
+        st.witnessed_runs.push(run(2, "pytest", "pytest", 1, 1));
+        st.witnessed_runs.push(run(3, "pytest 'tests/a.py'", "pytest", 1, 0));
+        let ids = |st: &SessionState| st.current_runs().iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(&st), [2, 3], "a selector's pass does not answer the full run's failure");
+        st.witnessed_runs.push(run(4, "pytest", "pytest", 1, 0));
+        assert_eq!(ids(&st), [4]);
+        st.enter(Phase::Ready, None);
+        assert!(st.current_runs().is_empty(), "back in READY the code changes: earlier runs are stale");
     }
 }

@@ -147,6 +147,8 @@ pub fn start(contract: &Contract, p: StartParams) -> (Checkpoint, PhaseResponse)
         created_at: p.created_at,
         learned: Default::default(),
         verify_commands: p.verify_commands,
+        ready_visits: 0,
+        witnessed_runs: Vec::new(),
     };
     let session = Checkpoint { orchestrator_state: state, phase_payloads: BTreeMap::new(), trail: Vec::new() };
     let response = response::for_phase(contract, &session);

@@ -266,6 +266,13 @@ impl Step<'_> {
     ) -> Result<Next, Refused> {
         let Some(passed) = p.passed else { return Err(self.field_required("passed")) };
         if passed.0 {
+            // The agent's word does not stand against what the server saw itself.
+            if let Some(run) = st.current_runs().into_iter().find(|r| !r.succeeded()) {
+                return Err(self.refuse(
+                    msg::VERIFY_PASSED_CONTRADICTS_RUN,
+                    &[("command", &run.command), ("run", &run.id.to_string()), ("outcome", &run.outcome())],
+                ));
+            }
             return Ok(flow::after_verify_passed(&st.flags));
         }
         let details = p.details.as_deref().unwrap_or("").trim().to_owned();

@@ -1,0 +1,142 @@
+//! Verification decided by what the server witnessed: `run_check` runs one of the project's
+//! verify commands itself (in the work tree, under the phase's sandbox, with a time limit),
+//! reads the counts and failing tests from its output and records the run in the session;
+//! POST_IMPL_VERIFY refuses `passed: true` against a failing witnessed run of the code as it is.
+
+use serde_json::json;
+
+use crate::common::mcp_client::{connect, err, ok, submit};
+use crate::common::{committed_project, fsck_clean, git, run_cli};
+
+/// pytest is what the fixture's tests need (plain test functions); the machine has it when
+/// scripts/test.sh ran.
+fn pytest_installed() -> bool {
+    std::process::Command::new("python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_pass_is_refused_while_the_servers_own_run_fails() {
+    if !pytest_installed() {
+        eprintln!("skipped: pytest is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let repo = committed_project();
+    let root = repo.path();
+    // The project's pytest configuration: its tests import from src/.
+    std::fs::write(root.join("pytest.ini"), "[pytest]\npythonpath = src\naddopts = -p no:cacheprovider\n").unwrap();
+    git(root, &["add", "pytest.ini"]);
+    git(root, &["commit", "-qm", "pytest"]);
+    let client = connect(root).await;
+    ok(
+        &client,
+        "start_session",
+        json!({"intent": "IMPLEMENT", "query": "add refresh_token", "quick": true, "no_doc_research": true}),
+    )
+    .await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
+                           "tools_used": [], "summary": "plan"})).await;
+    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let start = text.lines().count() + 3;
+    text.push_str("\n\ndef refresh_token(session):\n    return session\n");
+    std::fs::write(&path, text).unwrap();
+    submit(&client, json!({"task_id": "t1", "checklist": [{"item": "i", "status": "done", "evidence": format!("src/auth.py:{start}-{}", start + 1)}],
+                           "tools_used": ["check_write_target"], "summary": "done"})).await;
+    let r = submit(&client, json!({"summary": "complete"})).await;
+    assert_eq!(r["phase"], "POST_IMPL_VERIFY", "{r}");
+    let instruction = r["instruction"].as_str().unwrap_or_default();
+    assert!(instruction.contains("run_check") && instruction.contains("`python3 -m pytest`"), "{instruction}");
+
+    // Only a verify command runs, and a selector is a test's name, never an option.
+    let r = err(&client, "run_check", json!({"command": "python3 -c 'print(1)'"})).await;
+    assert_eq!(r["error"], "not_a_verify_command", "{r}");
+    assert!(r["message"].as_str().unwrap_or_default().contains("`python3 -m pytest`"), "{r}");
+    let r =
+        err(&client, "run_check", json!({"command": "python3 -m pytest", "selector": "--junitxml=src/auth.py"})).await;
+    assert_eq!(r["error"], "bad_selector", "{r}");
+    let r = err(&client, "run_check", json!({"command": "python3 -m pytest", "selector": "x; rm -rf src"})).await;
+    assert_eq!(r["error"], "bad_selector", "{r}");
+
+    // A test that fails (put there by this test, as a regression would be).
+    std::fs::write(root.join("tests/test_broken.py"), "def test_broken():\n    assert 1 == 2\n").unwrap();
+    let run = ok(&client, "run_check", json!({"command": "python3 -m pytest"})).await;
+    assert_eq!(run["run"], 1, "{run}");
+    assert_eq!((run["recorded"].clone(), run["runner"].clone()), (json!(true), json!("pytest")), "{run}");
+    assert_ne!(run["exit_code"], 0, "{run}");
+    assert_eq!((run["passed"].clone(), run["failed"].clone()), (json!(2), json!(1)), "{run}");
+    assert_eq!(run["failing"], json!(["tests/test_broken.py::test_broken"]), "{run}");
+    let verdict = json!({"verifier_used": "verifiers/tests.md", "passed": true, "details": "all green", "tools_used": ["run_check"], "summary": "ok"});
+    let r = err(&client, "submit_phase", json!({"data": verdict})).await;
+    assert_eq!(r["error"], "verification_contradicted", "{r}");
+    let message = r["message"].as_str().unwrap_or_default();
+    assert!(message.contains("tests/test_broken.py::test_broken") && message.contains("python3 -m pytest"), "{r}");
+
+    // A passing run of one file does not answer the failing run of all.
+    std::fs::remove_file(root.join("tests/test_broken.py")).unwrap();
+    let one = ok(&client, "run_check", json!({"command": "python3 -m pytest", "selector": "tests/test_auth.py"})).await;
+    assert_eq!((one["exit_code"].clone(), one["passed"].clone()), (json!(0), json!(2)), "{one}");
+    let r = err(&client, "submit_phase", json!({"data": verdict})).await;
+    assert_eq!(r["error"], "verification_contradicted", "{r}");
+    // A passing run of all does.
+    let all = ok(&client, "run_check", json!({"command": "python3 -m pytest"})).await;
+    assert_eq!(
+        (all["exit_code"].clone(), all["failed"].clone(), all["run"].clone()),
+        (json!(0), json!(0), json!(3)),
+        "{all}"
+    );
+    let r = submit(&client, verdict).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE", "{r}");
+
+    // The report shows what the server saw beside what the agent said.
+    let (code, report, _) = run_cli(root, &["report"], "");
+    assert_eq!(code, 0);
+    assert!(report.contains("Runs the server witnessed"), "{report}");
+    let first = "| 1 | POST_IMPL_VERIFY | `python3 -m pytest` | exit 1, 2 passed, 1 failed, failing: tests/test_broken.py::test_broken |";
+    assert!(report.contains(first), "{report}");
+    assert!(report.contains("| 3 | POST_IMPL_VERIFY | `python3 -m pytest` | exit 0, 2 passed, 0 failed |"), "{report}");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}
+
+/// Without a session a check still runs (and is not recorded); it never runs forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_outside_a_session_is_run_and_not_recorded() {
+    let repo = committed_project();
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".code-intel")).unwrap();
+    std::fs::write(root.join(".code-intel/config.json"), r#"{"verify_commands": ["sh -c 'echo 3 passed in 0.01s'"]}"#)
+        .unwrap();
+    let client = connect(root).await;
+    let run = ok(&client, "run_check", json!({"command": "sh -c 'echo 3 passed in 0.01s'"})).await;
+    assert_eq!(
+        (run["recorded"].clone(), run["exit_code"].clone(), run["passed"].clone()),
+        (json!(false), json!(0), json!(3)),
+        "{run}"
+    );
+    assert_eq!(run["tail"], "3 passed in 0.01s\n", "{run}");
+    client.cancel().await.unwrap();
+}
+
+/// `init` and `doctor` say which verify commands were derived, why, and which are missing.
+#[test]
+fn init_and_doctor_print_the_derived_commands_with_why() {
+    let repo = committed_project();
+    let root = repo.path();
+    std::fs::write(root.join("pytest.ini"), "[pytest]\npythonpath = src\n").unwrap();
+    std::fs::write(root.join("go.mod"), "module example.com/x\n").unwrap();
+    let (code, out, err) = run_cli(root, &["init"], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("`python3 -m pytest` (`pytest.ini`)"), "{out}");
+    let go = crate::common::on_path("go");
+    assert_eq!(out.contains("not installed here, so not offered: `go test ./...` (`go.mod`)"), !go, "{out}");
+    let (_, json, _) = run_cli(root, &["--json", "doctor"], "");
+    let checks: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let verify =
+        checks.as_array().unwrap().iter().find(|c| c["what"].as_str().unwrap_or_default().contains("verify commands"));
+    let verify = verify.unwrap_or_else(|| panic!("{checks}"));
+    assert_eq!(verify["status"], "ok", "{verify}");
+    assert!(verify["what"].as_str().unwrap_or_default().contains("`python3 -m pytest` (`pytest.ini`)"), "{verify}");
+}
