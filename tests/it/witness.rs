@@ -140,3 +140,64 @@ fn init_and_doctor_print_the_derived_commands_with_why() {
     assert_eq!(verify["status"], "ok", "{verify}");
     assert!(verify["what"].as_str().unwrap_or_default().contains("`python3 -m pytest` (`pytest.ini`)"), "{verify}");
 }
+
+/// A test that already failed before the change (the baseline run in QUERY_FRAME) is
+/// pre-existing: it does not refuse the verdict. A test that fails only after it does, named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_the_baseline_had_is_pre_existing_and_a_new_one_is_a_regression() {
+    if !pytest_installed() {
+        eprintln!("skipped: pytest is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let repo = committed_project();
+    let root = repo.path();
+    std::fs::write(root.join("pytest.ini"), "[pytest]\npythonpath = src\naddopts = -p no:cacheprovider\n").unwrap();
+    std::fs::write(root.join("tests/test_old.py"), "def test_old_bug():\n    assert 'known' == 'fixed'\n").unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "pytest, and a test that fails already"]);
+    let client = connect(root).await;
+    let r = ok(
+        &client,
+        "start_session",
+        json!({"intent": "IMPLEMENT", "query": "add refresh_token", "quick": true, "no_doc_research": true}),
+    )
+    .await;
+    let instruction = r["instruction"].as_str().unwrap_or_default();
+    assert!(instruction.contains("baseline") && instruction.contains("`python3 -m pytest`"), "{instruction}");
+    let base = ok(&client, "run_check", json!({"command": "python3 -m pytest"})).await;
+    assert_eq!(base["failing"], json!(["tests/test_old.py::test_old_bug"]), "{base}");
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
+                           "tools_used": [], "summary": "plan"})).await;
+    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let start = text.lines().count() + 3;
+    text.push_str("\n\ndef refresh_token(session):\n    return session\n");
+    std::fs::write(&path, text).unwrap();
+    submit(&client, json!({"task_id": "t1", "checklist": [{"item": "i", "status": "done", "evidence": format!("src/auth.py:{start}-{}", start + 1)}],
+                           "tools_used": ["check_write_target"], "summary": "done"})).await;
+    let r = submit(&client, json!({"summary": "complete"})).await;
+    assert_eq!(r["phase"], "POST_IMPL_VERIFY", "{r}");
+    let verdict = json!({"verifier_used": "verifiers/tests.md", "passed": true, "details": "only the old failure", "tools_used": ["run_check"], "summary": "ok"});
+
+    // A regression beside the old failure: refused, and only the new test is blamed.
+    std::fs::write(root.join("tests/test_new.py"), "def test_new_bug():\n    assert False\n").unwrap();
+    ok(&client, "run_check", json!({"command": "python3 -m pytest"})).await;
+    let r = err(&client, "submit_phase", json!({"data": verdict})).await;
+    assert_eq!(r["error"], "verification_contradicted", "{r}");
+    let message = r["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not in the baseline (run 1): tests/test_new.py::test_new_bug"), "{message}");
+
+    // Only the old failure: pre-existing, the verdict stands.
+    std::fs::remove_file(root.join("tests/test_new.py")).unwrap();
+    let now = ok(&client, "run_check", json!({"command": "python3 -m pytest"})).await;
+    assert_eq!(now["failing"], json!(["tests/test_old.py::test_old_bug"]), "{now}");
+    let r = submit(&client, verdict).await;
+    assert_eq!(r["phase"], "SESSION_COMPLETE", "{r}");
+    let (_, report, _) = run_cli(root, &["report"], "");
+    assert!(report.contains("| 1 | QUERY_FRAME (baseline) | `python3 -m pytest` |"), "{report}");
+    fsck_clean(root);
+    client.cancel().await.unwrap();
+}

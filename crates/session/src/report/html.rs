@@ -201,7 +201,7 @@ pub fn html(r: &Report) -> String {
                     o,
                     "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td class=\"{class}\">{}</td></tr>",
                     run.id,
-                    e(&run.phase),
+                    e(&run.phase_label()),
                     e(&run.command),
                     e(&run.outcome())
                 );

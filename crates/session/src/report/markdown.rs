@@ -139,7 +139,7 @@ pub fn markdown(r: &Report) -> String {
                     o,
                     "| {} | {} | {} | {} |",
                     run.id,
-                    cell(&run.phase),
+                    cell(&run.phase_label()),
                     cell_code(&run.command),
                     cell(&run.outcome())
                 );

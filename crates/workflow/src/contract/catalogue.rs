@@ -214,6 +214,7 @@ catalogue! {
     REVERT_TO_PLANNING = ["session_messages", "revert_to_planning"] ("reason", "tasks") Note;
     FIX_BEFORE_COMMIT = ["session_messages", "fix_before_commit"] ("fixes") Note;
     NO_VERIFY_COMMANDS = ["session_messages", "no_verify_commands"] () Note;
+    BASELINE_INVITE = ["session_messages", "baseline_invite"] ("verify_commands") Note;
     VERIFICATION_FAILED_ONLY_VERIFY = ["session_messages", "verification_failed_only_verify"] () Note;
     PROJECT_RULES_STALE = ["session_messages", "project_rules_stale"] ("files") Note;
     PROJECT_RULES_HEADER = ["session_messages", "project_rules_header"] ("sources") Note;

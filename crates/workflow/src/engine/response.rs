@@ -244,6 +244,15 @@ pub fn instruction(contract: &Contract, state: &SessionState) -> String {
         }
         _ => contract.instruction(key, &[]),
     };
+    // Before any change, the project's checks once: the baseline a later failure is compared with.
+    if key == "QUERY_FRAME"
+        && matches!(state.intent, Intent::Implement | Intent::Modify)
+        && !state.verify_commands.is_empty()
+    {
+        let commands = state.verify_commands.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
+        text.push('\n');
+        text.push_str(&contract.message(&msg::BASELINE_INVITE, &[("verify_commands", &commands)]));
+    }
     if key == "READY_PLAN"
         && let Some(reason) = &state.revert_reason
     {

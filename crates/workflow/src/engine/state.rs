@@ -218,6 +218,11 @@ impl WitnessedRun {
         self.exit_code == 0 && !self.timed_out && self.failed.unwrap_or(0) == 0
     }
 
+    /// The phase it ran in, and "(baseline)" when it ran before the session first entered READY.
+    pub fn phase_label(&self) -> String {
+        if self.after_ready_visits == 0 { format!("{} (baseline)", self.phase) } else { self.phase.clone() }
+    }
+
     /// One line: how it ended, with the counts and failing tests when known.
     pub fn outcome(&self) -> String {
         let mut out =
@@ -286,6 +291,32 @@ impl SessionState {
             }
         }
         out
+    }
+
+    /// The baseline of `verify_command`: its last full run before the session first entered
+    /// READY, when the agent could not yet have changed anything.
+    pub fn baseline_for(&self, verify_command: &str) -> Option<&WitnessedRun> {
+        self.witnessed_runs
+            .iter()
+            .rev()
+            .find(|r| r.after_ready_visits == 0 && r.verify_command == verify_command && r.command == r.verify_command)
+    }
+
+    /// The first witnessed run of the code as it is that fails for a reason the baseline does
+    /// not explain, with the failing tests the baseline did not have (empty: not known by
+    /// name). A run whose every failing test already failed in the baseline is pre-existing.
+    pub fn regression(&self) -> Option<(&WitnessedRun, Vec<String>)> {
+        self.current_runs().into_iter().filter(|r| !r.succeeded()).find_map(|run| {
+            let base = self.baseline_for(&run.verify_command);
+            let new: Vec<String> = match base {
+                Some(b) if !b.succeeded() && !b.failing.is_empty() => {
+                    run.failing.iter().filter(|f| !b.failing.contains(f)).cloned().collect()
+                }
+                _ => return Some((run, run.failing.clone())),
+            };
+            let explained = !run.failing.is_empty() && new.is_empty() && !run.timed_out;
+            (!explained).then_some((run, new))
+        })
     }
 
     pub fn pending_tasks(&self) -> impl Iterator<Item = &Task> {

@@ -267,10 +267,16 @@ impl Step<'_> {
         let Some(passed) = p.passed else { return Err(self.field_required("passed")) };
         if passed.0 {
             // The agent's word does not stand against what the server saw itself.
-            if let Some(run) = st.current_runs().into_iter().find(|r| !r.succeeded()) {
+            // A test that already failed in the baseline is not the change's doing.
+            if let Some((run, new)) = st.regression() {
+                let mut outcome = run.outcome();
+                if let Some(base) = st.baseline_for(&run.verify_command).filter(|b| !b.succeeded()) {
+                    let new = if new.is_empty() { "unknown by name".to_owned() } else { new.join(", ") };
+                    outcome.push_str(&format!("; failing now and not in the baseline (run {}): {new}", base.id));
+                }
                 return Err(self.refuse(
                     msg::VERIFY_PASSED_CONTRADICTS_RUN,
-                    &[("command", &run.command), ("run", &run.id.to_string()), ("outcome", &run.outcome())],
+                    &[("command", &run.command), ("run", &run.id.to_string()), ("outcome", &outcome)],
                 ));
             }
             return Ok(flow::after_verify_passed(&st.flags));
