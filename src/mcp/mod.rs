@@ -289,10 +289,9 @@ pub struct CleanupStaleBranchesParams {
 
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunCheckParams {
-    /// One of the project's verify commands, exactly as the verification instruction lists it.
+    /// A verify command, exactly as the instruction lists it.
     pub command: String,
-    /// One test file or test name to run instead of all (`tests/test_calc.py::test_div`,
-    /// `tests.test_calc`, `calc::divides`); letters, digits and `_ . / : - [ ] , =` only.
+    /// One test file or test name (`tests/test_calc.py::test_div`).
     pub selector: Option<String>,
 }
 
@@ -548,7 +547,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "run_check",
-        description = "Use in the verification phases to run one of the project's verify commands (the instruction lists them): the server runs it in the work tree under the phase's sandbox, records the run in the session and answers its exit code, counts and failing tests. Verification is judged against these runs."
+        description = "Use to run a verify command the instruction lists: the server runs it under the sandbox, records the run (verification is judged by it) and answers exit code, counts and failing tests."
     )]
     async fn run_check(&self, Parameters(p): Parameters<RunCheckParams>) -> Result<CallToolResult, rmcp::ErrorData> {
         let args = serde_json::json!({"command": p.command, "selector": p.selector});
@@ -735,7 +734,8 @@ pub async fn serve_stdio(ws: Workspace) -> anyhow::Result<()> {
 }
 
 /// What an agent pays for the tool list before its first call: names, descriptions and input
-/// schemas, as compact JSON. A unit test holds it to 14 KB; the benchmark prints it.
+/// schemas, as compact JSON. A unit test holds it to 15 KB (14 KB until run_check, 22 tools);
+/// the benchmark prints it.
 pub fn model_visible_bytes() -> usize {
     served_tools()
         .iter()
@@ -749,9 +749,9 @@ pub fn model_visible_bytes() -> usize {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_model_visible_tool_list_stays_within_14_kb() {
+    fn the_model_visible_tool_list_stays_within_15_kb() {
         let bytes = super::model_visible_bytes();
-        assert!(bytes <= 14 * 1024, "tools/list costs {bytes} bytes of names, descriptions and input schemas");
+        assert!(bytes <= 15 * 1024, "tools/list costs {bytes} bytes of names, descriptions and input schemas");
     }
 
     /// An agent picks a tool by its description: each one says when to use it, first.

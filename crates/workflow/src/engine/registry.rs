@@ -94,6 +94,9 @@ pub const TOOLS: &[ToolSpec] = &[
     session("get_session_status", Writes::Nothing, false, true),
     session("check_write_target", Writes::Nothing, false, true),
     session("add_explored_files", Writes::Refs, false, true),
+    // run_check records its run in the session; the command it runs writes only what the
+    // phase's sandbox lets it (ignored and temporary files).
+    session("run_check", Writes::Refs, false, false),
     session("review_changes", Writes::Nothing, false, true),
     session("cleanup_stale_branches", Writes::RefsAndWorkTree, true, true),
 ];
