@@ -18,9 +18,10 @@
 //! - the index that follows edits: the cold build against ctags, lookups after edits ([`overlay`]);
 //! - the session report of a session of 50 tool calls against `git show` ([`report`]);
 //! - the sandbox runner's cost against `bash -c` ([`sandbox`]);
+//! - a witnessed run's cost against the project's own test time ([`checks`]);
 //!
 //! `code-intel-bench <binary> <corpus> semantic` (or `retrieval`, `git`, `memory`, `scale`, `share`, `hostile`,
-//! `lookups`, `codanna`, `tools`, `cold`, `edits`, `report`, `sandbox`) runs only that part.
+//! `lookups`, `codanna`, `tools`, `cold`, `edits`, `report`, `sandbox`, `checks`) runs only that part.
 #![allow(
     clippy::let_underscore_must_use,
     reason = "a benchmark's setup and teardown (scratch files, servers it stops) may fail without changing what it measures; each figure is checked where it is taken"
@@ -28,6 +29,8 @@
 // A benchmark reports on stdout.
 #![allow(clippy::print_stdout)]
 
+#[path = "checks.rs"]
+mod checks;
 #[path = "codanna.rs"]
 mod codanna;
 #[path = "hostile.rs"]
@@ -100,7 +103,12 @@ fn main() {
     assert!(
         corpus.is_dir()
             || args.get(3).is_some_and(|a| {
-                a == "memory" || a == "hostile" || a == "hostile-fill" || a == "report" || a == "sandbox"
+                a == "memory"
+                    || a == "hostile"
+                    || a == "hostile-fill"
+                    || a == "report"
+                    || a == "sandbox"
+                    || a == "checks"
             }),
         "corpus {} missing",
         corpus.display()
@@ -125,6 +133,7 @@ fn main() {
         Some("tools") => return tool_list_bytes(),
         Some("report") => return report::run(&bin),
         Some("sandbox") => return sandbox::run(&bin, &corpus),
+        Some("checks") => return checks::run(&bin),
         _ => {}
     }
     tool_list_bytes();
@@ -207,6 +216,7 @@ fn main() {
     scale::shared_forest(&bin, &corpus);
     hostile::run(&bin);
     sandbox::run(&bin, &corpus);
+    checks::run(&bin);
 
     memory::run(&bin);
 }

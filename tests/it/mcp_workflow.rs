@@ -286,8 +286,8 @@ async fn three_failures_lead_to_intervention_then_escalation() {
             }
             assert!(instruction.contains("interventions/*.md"), "{instruction}");
             // reproduce_first runs the failing test alone: the project's test command runs here.
-            assert!(instruction.contains("`python3 -m unittest`"), "{instruction}");
-            assert_eq!(hook(root, "Bash", json!({"command": "python3 -m unittest tests.test_auth -v"})).0, 0);
+            assert!(instruction.contains("`python3 -m pytest`"), "{instruction}");
+            assert_eq!(hook(root, "Bash", json!({"command": "python3 -m pytest tests/test_auth.py -v"})).0, 0);
             assert_eq!(hook(root, "Bash", json!({"command": "echo x >> src/auth.py"})).0, 2);
             submit(&client, json!({"prompt_used": "interventions/step_back.md", "action_taken": "re-read the test", "tools_used": [], "summary": "i"})).await;
         } else {

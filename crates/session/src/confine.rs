@@ -216,8 +216,10 @@ fn env_path(name: &str) -> Option<PathBuf> {
 /// The caches a confined command writes to instead of the user's, which the user's own tools
 /// (unconfined) would read code from later: one private directory per user beside the
 /// temporary directory, its `tmp/` as `TMPDIR` and its `cache/` for every tool named here.
-/// Python writes its bytecode there too, not into `__pycache__` beside the sources. Empty when
-/// the directory is not ours (another user made it first): then the variables stay as they are.
+/// Not Python's bytecode: with `PYTHONPYCACHEPREFIX` set Python reads no existing `__pycache__`
+/// and compiles the standard library and every package again on each run (pytest took 1.05 s
+/// instead of 0.36 s); where it cannot write `__pycache__` it simply does not. Empty when the
+/// directory is not ours (another user made it first): then the variables stay as they are.
 fn private_dirs(temp: &Path) -> Vec<(String, String)> {
     let base = temp.join(format!("git-code-intel-sandbox-{}", uid()));
     let (tmp, cache) = (base.join("tmp"), base.join("cache"));
@@ -237,7 +239,6 @@ fn private_dirs(temp: &Path) -> Vec<(String, String)> {
         ("PIP_CACHE_DIR", "pip"),
         ("UV_CACHE_DIR", "uv"),
         ("GOCACHE", "go-build"),
-        ("PYTHONPYCACHEPREFIX", "pycache"),
     ] {
         env.push((name.to_owned(), cache.join(sub).display().to_string()));
     }
