@@ -201,3 +201,53 @@ async fn a_failure_the_baseline_had_is_pre_existing_and_a_new_one_is_a_regressio
     fsck_clean(root);
     client.cancel().await.unwrap();
 }
+
+/// Rust: `cargo test` derived from `Cargo.toml`, run by the server in a session, its counts
+/// and failing test read from cargo's own output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cargo_test_is_derived_run_and_read() {
+    let repo = committed_project();
+    let root = repo.path();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(1, 2), 3); }\n    #[test]\n    fn wrong() { assert_eq!(super::add(1, 2), 4); }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+    // Cargo.lock is tracked, as an application's is: cargo then only reads it.
+    let locked =
+        std::process::Command::new("cargo").args(["generate-lockfile", "--offline"]).current_dir(root).status();
+    assert!(locked.is_ok_and(|s| s.success()));
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "a crate"]);
+    // The project's own target directory, not the one this test binary was built in (whose lock
+    // the running `cargo test` holds).
+    let target = tempfile::tempdir().unwrap();
+    let target_dir = target.path().display().to_string();
+    let client = crate::common::mcp_client::connect_with_env(root, &[("CARGO_TARGET_DIR", &target_dir)]).await;
+    let r = ok(
+        &client,
+        "start_session",
+        json!({"intent": "IMPLEMENT", "query": "fix add", "quick": true, "no_doc_research": true}),
+    )
+    .await;
+    let instruction = r["instruction"].as_str().unwrap_or_default();
+    assert!(instruction.contains("`cargo test`"), "{instruction}");
+    let run = ok(&client, "run_check", json!({"command": "cargo test", "selector": "tests::"})).await;
+    assert_eq!(run["runner"], "cargo test", "{run}");
+    assert_eq!((run["passed"].clone(), run["failed"].clone()), (json!(1), json!(1)), "{run}");
+    assert_eq!(run["failing"], json!(["tests::wrong"]), "{run}");
+    assert_ne!(run["exit_code"], 0, "{run}");
+    assert_eq!(run["recorded"], true, "the baseline, before READY: {run}");
+    assert!(
+        git(root, &["status", "--porcelain", "--untracked-files=no"]).is_empty(),
+        "the run changed nothing tracked"
+    );
+    client.cancel().await.unwrap();
+}

@@ -1,7 +1,7 @@
 //! The commands that verify a change: the project's tests, type checks and linters.
 //!
 //! A project declares them in `.code-intel/config.json` (`verify_commands`); a project that
-//! declares none gets them derived from what it says of itself ([`derive`]): the scripts of
+//! declares none gets them derived from what it says of itself ([`derive_commands`]): the scripts of
 //! `package.json`, run with the package manager its lock file names; pytest where a Python
 //! project configures or depends on it, else unittest, and only the linters it configures; the
 //! Cargo, Go, Maven, Gradle, Ruby, PHP and .NET conventions; a Makefile's `test`, `check` and
@@ -21,7 +21,7 @@ use std::path::Path;
 pub enum Source {
     /// `verify_commands` in `.code-intel/config.json`.
     Declared,
-    /// Derived from the project's own files ([`derive`]).
+    /// Derived from the project's own files ([`derive_commands`]).
     Detected,
 }
 
@@ -57,7 +57,7 @@ pub fn commands(root: &Path, declared: &[String]) -> VerifyCommands {
     if !declared.is_empty() {
         return VerifyCommands { commands: declared, source: Source::Declared, derived: Vec::new() };
     }
-    let derived = derive(root, &|program| on_path(program));
+    let derived = derive_commands(root, &|program| on_path(program));
     let mut commands: Vec<String> = Vec::new();
     for d in derived.iter().filter(|d| d.installed) {
         if !commands.contains(&d.command) {
@@ -69,7 +69,7 @@ pub fn commands(root: &Path, declared: &[String]) -> VerifyCommands {
 
 /// The checks the files at `root` say the project runs, tests first; `installed` answers
 /// whether a program is on `PATH`.
-pub fn derive(root: &Path, installed: &dyn Fn(&str) -> bool) -> Vec<Derived> {
+pub fn derive_commands(root: &Path, installed: &dyn Fn(&str) -> bool) -> Vec<Derived> {
     let mut out = Vec::new();
     let mut add = |command: String, because: String| {
         let program = command.split_whitespace().next().unwrap_or_default().to_owned();
@@ -373,7 +373,7 @@ mod tests {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        derive(dir.path(), &|p| installed.contains(&p)).into_iter().map(|d| (d.command, d.installed)).collect()
+        derive_commands(dir.path(), &|p| installed.contains(&p)).into_iter().map(|d| (d.command, d.installed)).collect()
     }
 
     fn commands_of(found: &[(String, bool)]) -> Vec<&str> {
