@@ -251,3 +251,23 @@ async fn cargo_test_is_derived_run_and_read() {
     );
     client.cancel().await.unwrap();
 }
+
+/// Where the kernel cannot confine (here: the off switch in the server's environment), a session
+/// runs no check: run_check says why and records nothing, so no refusal of the runner is taken
+/// for a failing run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_kernel_sandbox_a_session_runs_no_check_and_records_none() {
+    let repo = committed_project();
+    let root = repo.path();
+    let client = crate::common::mcp_client::connect_with_env(root, &[("CODE_INTEL_NO_SANDBOX", "1")]).await;
+    ok(
+        &client,
+        "start_session",
+        json!({"intent": "IMPLEMENT", "query": "add refresh_token", "quick": true, "no_doc_research": true}),
+    )
+    .await;
+    let r = err(&client, "run_check", json!({"command": "python3 -m pytest"})).await;
+    assert_eq!(r["error"], "cannot_run", "{r}");
+    assert!(r["message"].as_str().unwrap_or_default().contains("no kernel sandbox"), "{r}");
+    client.cancel().await.unwrap();
+}

@@ -94,6 +94,16 @@ impl Sessions {
             let st = &s.checkpoint.orchestrator_state;
             (st.phase().name().to_owned(), st.ready_visits)
         });
+        // While a session is active the runner confines the command or runs nothing: where the
+        // kernel cannot confine, there is no run to witness (and a refusal is no failing run).
+        if before.is_some()
+            && let code_intel_sandbox::Support::Advisory { why } = code_intel_sandbox::support()
+        {
+            let why = format!(
+                "no kernel sandbox on this machine ({why}), and a session is active: run it in your shell; a verdict is then your word, and the report says so"
+            );
+            return Err(contract_error(ws, &msg::RUN_CHECK_CANNOT_RUN, &[("command", &line), ("why", &why)]));
+        }
         let started = Instant::now();
         let (exit_code, output) = run(ws, runner, &line)
             .map_err(|why| contract_error(ws, &msg::RUN_CHECK_CANNOT_RUN, &[("command", &line), ("why", &why)]))?;
