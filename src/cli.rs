@@ -276,6 +276,19 @@ pub enum HookCommand {
     PreCommit,
 }
 
+/// Logs go to stderr, always (stdout belongs to MCP messages or command output), at the level
+/// `CODE_INTEL_LOG` names, `warn` by default. For both programs: `git-code-intel` and the runner.
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CODE_INTEL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_ansi(false)
+        .init();
+}
+
 /// The commands that need no opened workspace, run from `start`: the PreToolUse hooks (they
 /// find the session from the event's directory) and the sandbox runner (it reads only the
 /// session). None: `command` is not one of them.

@@ -21,15 +21,7 @@ fn main() -> ExitCode {
         // environment concurrently.
         unsafe { std::env::set_var("ORT_DYLIB_PATH", lib) };
     }
-    // Logs go to stderr, always: stdout belongs to MCP messages or command output.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CODE_INTEL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_ansi(false)
-        .init();
+    cli::init_logging();
     let hook = hook_invocation();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

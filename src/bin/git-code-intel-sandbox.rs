@@ -15,14 +15,7 @@ use std::process::ExitCode;
 const USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CODE_INTEL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_ansi(false)
-        .init();
+    git_code_intel::cli::init_logging();
     let usage = "usage: git-code-intel-sandbox [--repo ROOT] [--shell PROGRAM] [--timeout SECONDS] -- COMMAND";
     let mut args = std::env::args_os().skip(1);
     let (mut repo, mut shell, mut command, mut limit) = (None, PathBuf::from("bash"), None, None);

@@ -645,7 +645,7 @@ async fn the_projects_test_runners_work_in_the_sandbox() {
     let client = connect(root).await;
     start_quick(&client).await;
     let before = state(root);
-    let pytest = Command::new("python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success());
+    let pytest = crate::common::pytest_installed();
     let mut runs = vec![("cargo test --offline -q", "test result: ok"), ("python3 -m unittest -q", "OK")];
     if pytest {
         runs.push(("python3 -m pytest -q tests/test_tmp.py", "1 passed"));

@@ -3,15 +3,35 @@
 //! reads the counts and failing tests from its output and records the run in the session;
 //! POST_IMPL_VERIFY refuses `passed: true` against a failing witnessed run of the code as it is.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::common::mcp_client::{connect, err, ok, submit};
-use crate::common::{committed_project, fsck_clean, git, run_cli};
+use crate::common::mcp_client::{Client, connect, err, ok, submit};
+use crate::common::{committed_project, fsck_clean, git, pytest_installed, run_cli};
 
-/// pytest is what the fixture's tests need (plain test functions); the machine has it when
-/// scripts/test.sh ran.
-fn pytest_installed() -> bool {
-    std::process::Command::new("python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success())
+/// Starts a quick IMPLEMENT session; its first answer (QUERY_FRAME).
+async fn start(client: &Client) -> Value {
+    let args = json!({"intent": "IMPLEMENT", "query": "add refresh_token", "quick": true, "no_doc_research": true});
+    ok(client, "start_session", args).await
+}
+
+/// From QUERY_FRAME to POST_IMPL_VERIFY: one task that adds `refresh_token` to src/auth.py.
+/// Returns POST_IMPL_VERIFY's answer.
+async fn implement_to_verify(client: &Client, root: &std::path::Path) -> Value {
+    submit(client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    submit(client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
+                          "tools_used": [], "summary": "plan"})).await;
+    ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
+    ok(client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    let path = root.join("src/auth.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let start = text.lines().count() + 3;
+    text.push_str("\n\ndef refresh_token(session):\n    return session\n");
+    std::fs::write(&path, text).unwrap();
+    submit(client, json!({"task_id": "t1", "checklist": [{"item": "i", "status": "done", "evidence": format!("src/auth.py:{start}-{}", start + 1)}],
+                          "tools_used": ["check_write_target"], "summary": "done"})).await;
+    let r = submit(client, json!({"summary": "complete"})).await;
+    assert_eq!(r["phase"], "POST_IMPL_VERIFY", "{r}");
+    r
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,26 +47,8 @@ async fn a_claimed_pass_is_refused_while_the_servers_own_run_fails() {
     git(root, &["add", "pytest.ini"]);
     git(root, &["commit", "-qm", "pytest"]);
     let client = connect(root).await;
-    ok(
-        &client,
-        "start_session",
-        json!({"intent": "IMPLEMENT", "query": "add refresh_token", "quick": true, "no_doc_research": true}),
-    )
-    .await;
-    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
-    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
-                           "tools_used": [], "summary": "plan"})).await;
-    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
-    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
-    let path = root.join("src/auth.py");
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    let start = text.lines().count() + 3;
-    text.push_str("\n\ndef refresh_token(session):\n    return session\n");
-    std::fs::write(&path, text).unwrap();
-    submit(&client, json!({"task_id": "t1", "checklist": [{"item": "i", "status": "done", "evidence": format!("src/auth.py:{start}-{}", start + 1)}],
-                           "tools_used": ["check_write_target"], "summary": "done"})).await;
-    let r = submit(&client, json!({"summary": "complete"})).await;
-    assert_eq!(r["phase"], "POST_IMPL_VERIFY", "{r}");
+    start(&client).await;
+    let r = implement_to_verify(&client, root).await;
     let instruction = r["instruction"].as_str().unwrap_or_default();
     assert!(instruction.contains("run_check") && instruction.contains("`python3 -m pytest`"), "{instruction}");
 
@@ -156,30 +158,12 @@ async fn a_failure_the_baseline_had_is_pre_existing_and_a_new_one_is_a_regressio
     git(root, &["add", "-A"]);
     git(root, &["commit", "-qm", "pytest, and a test that fails already"]);
     let client = connect(root).await;
-    let r = ok(
-        &client,
-        "start_session",
-        json!({"intent": "IMPLEMENT", "query": "add refresh_token", "quick": true, "no_doc_research": true}),
-    )
-    .await;
+    let r = start(&client).await;
     let instruction = r["instruction"].as_str().unwrap_or_default();
     assert!(instruction.contains("baseline") && instruction.contains("`python3 -m pytest`"), "{instruction}");
     let base = ok(&client, "run_check", json!({"command": "python3 -m pytest"})).await;
     assert_eq!(base["failing"], json!(["tests/test_old.py::test_old_bug"]), "{base}");
-    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
-    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
-                           "tools_used": [], "summary": "plan"})).await;
-    ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
-    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
-    let path = root.join("src/auth.py");
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    let start = text.lines().count() + 3;
-    text.push_str("\n\ndef refresh_token(session):\n    return session\n");
-    std::fs::write(&path, text).unwrap();
-    submit(&client, json!({"task_id": "t1", "checklist": [{"item": "i", "status": "done", "evidence": format!("src/auth.py:{start}-{}", start + 1)}],
-                           "tools_used": ["check_write_target"], "summary": "done"})).await;
-    let r = submit(&client, json!({"summary": "complete"})).await;
-    assert_eq!(r["phase"], "POST_IMPL_VERIFY", "{r}");
+    implement_to_verify(&client, root).await;
     let verdict = json!({"verifier_used": "verifiers/tests.md", "passed": true, "details": "only the old failure", "tools_used": ["run_check"], "summary": "ok"});
 
     // A regression beside the old failure: refused, and only the new test is blamed.
@@ -260,12 +244,7 @@ async fn without_a_kernel_sandbox_a_session_runs_no_check_and_records_none() {
     let repo = committed_project();
     let root = repo.path();
     let client = crate::common::mcp_client::connect_with_env(root, &[("CODE_INTEL_NO_SANDBOX", "1")]).await;
-    ok(
-        &client,
-        "start_session",
-        json!({"intent": "IMPLEMENT", "query": "add refresh_token", "quick": true, "no_doc_research": true}),
-    )
-    .await;
+    start(&client).await;
     let r = err(&client, "run_check", json!({"command": "python3 -m pytest"})).await;
     assert_eq!(r["error"], "cannot_run", "{r}");
     assert!(r["message"].as_str().unwrap_or_default().contains("no kernel sandbox"), "{r}");

@@ -190,3 +190,8 @@ pub fn end(child: &mut std::process::Child) {
 pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
 }
+
+/// Whether `python3 -m pytest` runs here (scripts/test.sh installs it).
+pub fn pytest_installed() -> bool {
+    Command::new("python3").args(["-m", "pytest", "--version"]).output().is_ok_and(|o| o.status.success())
+}
