@@ -332,29 +332,45 @@ async fn start_listing(client: &Client) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_branch_delete_merge_and_continue() {
-    // delete: gone, HEAD back on its base.
+    // delete: HEAD back on its base; a branch with nothing of its own is gone, one with a
+    // commit of its own is kept (only the user deletes work), and the answer says so.
     let repo = repo("main");
     let root = repo.path();
     let name = stale_branch(root, true);
+    let empty = "llm_task_20260102_000000_cafebabe_from_main";
+    git(root, &["branch", empty, "main"]);
     let client = connect(root).await;
     start_listing(&client).await;
-    submit(&client, json!({"choice": "delete", "tools_used": [], "summary": "user chose delete"})).await;
-    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
+    let r = submit(&client, json!({"choice": "delete", "tools_used": [], "summary": "user chose delete"})).await;
+    assert_eq!(git(root, &["branch", "--list", "--format=%(refname:short)", "llm_task_*"]), name);
+    assert_eq!(git(root, &["show", &format!("{name}:src/old_work.py")]).trim_end(), "def old_work():\n    return 42");
+    let notes = r["notes"].to_string();
+    assert!(notes.contains(&name) && notes.contains("git code-intel clean --confirm"), "{r}");
+    assert!(!notes.contains(empty), "{r}");
     assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
     assert!(!root.join("src/old_work.py").exists(), "the work tree follows HEAD back to main");
     assert_eq!(git(root, &["status", "--porcelain"]), "");
     fsck(root);
     client.cancel().await.unwrap();
 
-    // merge: the current task branch goes into its recorded base.
+    // merge: the current task branch goes into its recorded base; another with nothing of its
+    // own is deleted, one with work of its own kept.
     let repo = repo_with_stale(true);
     let root = repo.path();
+    let other = "llm_task_20260103_000000_0badf00d_from_main";
+    let own_work = git(root, &["commit-tree", "main^{tree}", "-p", "main", "-m", "other work"]);
+    git(root, &["branch", other, own_work.trim()]);
+    git(root, &["branch", empty, "main"]);
     let client = connect(root).await;
-    start_listing(&client).await;
-    submit(&client, json!({"choice": "merge", "tools_used": [], "summary": "user chose merge"})).await;
+    let r = ok(&client, "start_session", json!({"intent": "MODIFY", "query": "add logout", "no_doc_research": true}))
+        .await;
+    assert_eq!(r["phase"], "BRANCH_INTERVENTION");
+    let r = submit(&client, json!({"choice": "merge", "tools_used": [], "summary": "user chose merge"})).await;
     assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");
     assert_eq!(git(root, &["log", "-1", "--format=%s", "main"]), "old session work");
-    assert_eq!(git(root, &["branch", "--list", "llm_task_*"]), "");
+    assert_eq!(git(root, &["branch", "--list", "--format=%(refname:short)", "llm_task_*"]), other);
+    assert!(r["notes"].to_string().contains(other), "{r}");
+    git(root, &["branch", "-D", other]);
     assert!(root.join("src/old_work.py").exists());
     fsck(root);
     client.cancel().await.unwrap();

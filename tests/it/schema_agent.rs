@@ -557,8 +557,12 @@ async fn stale_branch_delete() {
     let repo = repo_with_stale_branch(false);
     let (seen, _) = run(repo.path(), json!({"intent": "IMPLEMENT", "fast": true}), choosing("delete")).await;
     assert_eq!(seen[0], "BRANCH_INTERVENTION");
+    // The earlier session's commit is work: the agent's choice leaves it on its branch.
+    let stale = "llm_task_20260101_000000_deadbeef_from_main";
+    assert!(git(repo.path(), &["show", &format!("{stale}:docs/notes.md")]).contains("earlier session"));
+    git(repo.path(), &["branch", "-D", stale]);
     merged(repo.path());
-    assert!(!repo.path().join("docs/notes.md").exists(), "the deleted branch's work is not merged");
+    assert!(!repo.path().join("docs/notes.md").exists(), "the kept branch's work is not merged");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,7 +25,7 @@ pub struct Merged {
 /// Plans the merge of `task_branch` into `base_branch` as a journaled operation (see
 /// [`code_intel_gitstate::journal`]): the result commit is written now; the journal then moves the base ref
 /// and HEAD in one transaction, brings the files the merge changed up to date, rewrites the
-/// index, deletes the task branch (and `also_delete`, each only if nobody moved it), and adds the
+/// index, deletes the task branch (and `also_delete`, each only if it still points at the commit given), and adds the
 /// note. Conflicts, a missing branch, or uncommitted work the merge would overwrite refuse the
 /// plan, and nothing changes.
 pub fn plan_merge(
@@ -34,7 +34,7 @@ pub fn plan_merge(
     task_branch: &str,
     base_branch: &str,
     note: &str,
-    also_delete: &[String],
+    also_delete: &[(String, ObjectId)],
 ) -> Result<(Merged, Journal), Error> {
     // Whatever a checkpoint says, only a task branch is merged and deleted: never `main` into
     // `release` because a stored session named them so.
@@ -100,14 +100,11 @@ pub fn plan_merge(
     // Checked again here, under the operation lock: a branch that came into use since it was
     // listed is left alone.
     let in_use = super::branches_in_use(repo)?;
-    for b in also_delete
+    for (b, tip) in also_delete
         .iter()
-        .filter(|b| *b != task_branch && b.starts_with(super::TASK_BRANCH_PREFIX) && !in_use.contains_key(*b))
+        .filter(|(b, _)| b != task_branch && b.starts_with(super::TASK_BRANCH_PREFIX) && !in_use.contains_key(b))
     {
-        let name = format!("refs/heads/{b}");
-        if let Some(tip) = super::ref_id(repo, &name)? {
-            after.push(Step::DeleteRef { name, expected: tip });
-        }
+        after.push(Step::DeleteRef { name: format!("refs/heads/{b}"), expected: *tip });
     }
     after.push(Step::Note { commit: result, text: note.to_owned() });
     let journal = Journal::new(format!("merging {task_branch} into {base_branch}"), refs, after);

@@ -20,6 +20,10 @@ pub struct StaleBranch {
     pub ahead: usize,
     /// HEAD is on it.
     pub current: bool,
+    /// Where it pointed when `ahead` was counted.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub tip: ObjectId,
 }
 
 /// Every `llm_task_*` branch this work tree may act on, with its base and commits ahead. A task
@@ -58,7 +62,7 @@ fn all_in(repo: &gix::Repository) -> Result<(Vec<StaleBranch>, Vec<InUseElsewher
             None => None,
         };
         let ahead = ahead_of(repo, tip, base_tip)?;
-        let b = StaleBranch { current: head.as_deref() == Some(branch.as_str()), branch, base, ahead };
+        let b = StaleBranch { current: head.as_deref() == Some(branch.as_str()), branch, base, ahead, tip };
         match in_use.get(&b.branch) {
             Some(path) => elsewhere.push((b, path.clone())),
             None => here.push(b),
@@ -71,26 +75,50 @@ fn all_in(repo: &gix::Repository) -> Result<(Vec<StaleBranch>, Vec<InUseElsewher
 
 fn ahead_of(repo: &gix::Repository, tip: ObjectId, base: Option<ObjectId>) -> Result<usize, crate::Error> {
     let walk = repo.rev_walk([tip]).with_hidden(base);
-    Ok(walk.all().map_err(crate::error::git)?.filter_map(Result::ok).count())
+    // A commit the walk cannot read is an error, not a commit less: counting short could call
+    // a branch with work on it merged.
+    let mut ahead = 0;
+    for commit in walk.all().map_err(crate::error::git)? {
+        commit.map_err(crate::error::git)?;
+        ahead += 1;
+    }
+    Ok(ahead)
+}
+
+/// Whether a branch with commits its base lacks may be deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmerged {
+    /// Only the user decides that (the CLI's `clean --confirm`).
+    Delete,
+    /// The agent's choice never deletes work: such a branch is kept.
+    Keep,
+}
+
+/// What [`plan_delete`] will do: the branches it deletes and those it keeps because they hold
+/// commits their base lacks.
+#[derive(Debug, Clone, Default)]
+pub struct Deletion {
+    pub deleted: Vec<String>,
+    pub kept_unmerged: Vec<StaleBranch>,
 }
 
 /// Plans deleting `branches` as a journaled operation: when HEAD is on one of them, HEAD moves
 /// to that branch's base in the same ref transaction (the work tree follows, and files with
-/// uncommitted changes the move would overwrite refuse the plan); each branch is deleted only
-/// if it still points where it did. A branch in use is checked again here, under the operation
-/// lock, and left alone: the plan's value is the branches it deletes.
+/// uncommitted changes the move would overwrite refuse the plan), also when the branch itself is
+/// kept; each branch is deleted only if it still points where it pointed when its commits
+/// ahead were counted. A branch in use is checked again here, under the operation lock, and left
+/// alone; with [`Unmerged::Keep`] so is a branch with commits its base lacks.
 pub fn plan_delete(
     repo: &gix::Repository,
     root: &Path,
     branches: &[String],
-) -> Result<(Vec<String>, Journal), crate::Error> {
-    let in_use = super::branches_in_use(repo)?;
-    let branches: Vec<String> = branches.iter().filter(|b| !in_use.contains_key(*b)).cloned().collect();
-    let current = list_in(repo)?.into_iter().find(|b| b.current && branches.contains(&b.branch));
+    unmerged: Unmerged,
+) -> Result<(Deletion, Journal), crate::Error> {
+    let listed: Vec<StaleBranch> = list_in(repo)?.into_iter().filter(|b| branches.contains(&b.branch)).collect();
     let mut refs = Vec::new();
     let mut after = Vec::new();
-    if let Some(b) = current {
-        let base = b.base.ok_or_else(|| {
+    if let Some(b) = listed.iter().find(|b| b.current) {
+        let base = b.base.clone().ok_or_else(|| {
             crate::Error::Branch(format!("HEAD is on {}, whose base is unknown; check out a branch first", b.branch))
         })?;
         super::not_in_use(repo, &base, &format!("leaving {} for it", b.branch))?;
@@ -107,26 +135,34 @@ pub fn plan_delete(
         });
         after.extend(tree_move.steps());
     }
-    for b in &branches {
-        let name = format!("refs/heads/{b}");
-        if let Some(tip) = ref_id(repo, &name)? {
-            refs.push(RefChange {
-                name,
-                expected: Some(RefValue::Object(tip.to_string())),
-                new: None,
-                message: "branch: deleted by git-code-intel".into(),
-            });
+    let mut deletion = Deletion::default();
+    for b in listed {
+        if b.ahead > 0 && unmerged == Unmerged::Keep {
+            deletion.kept_unmerged.push(b);
+            continue;
         }
+        refs.push(RefChange {
+            name: format!("refs/heads/{}", b.branch),
+            expected: Some(RefValue::Object(b.tip.to_string())),
+            new: None,
+            message: "branch: deleted by git-code-intel".into(),
+        });
+        deletion.deleted.push(b.branch);
     }
-    let journal = Journal::new(format!("deleting {}", branches.join(", ")), refs, after);
-    Ok((branches, journal))
+    let what = if deletion.deleted.is_empty() {
+        "leaving the task branches".to_owned()
+    } else {
+        format!("deleting {}", deletion.deleted.join(", "))
+    };
+    let journal = Journal::new(what, refs, after);
+    Ok((deletion, journal))
 }
 
 /// Deletes `branches` (see [`plan_delete`]) under the operation lock, with no session to
 /// record; returns the ones it deleted.
 pub fn delete_branches(root: &Path, branches: &[String]) -> Result<Vec<String>, crate::Error> {
     code_intel_gitstate::journal::operate(root, code_intel_gitstate::journal::NO_RECORD, |repo| {
-        plan_delete(repo, root, branches)
+        plan_delete(repo, root, branches, Unmerged::Delete)
     })
-    .map(|(deleted, _)| deleted)
+    .map(|(deletion, _)| deletion.deleted)
 }

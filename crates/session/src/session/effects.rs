@@ -9,6 +9,7 @@ use super::replies::{
 };
 use super::store::{Ending, SessionStore};
 use crate::branches;
+use crate::branches::stale::Unmerged;
 use crate::workspace::Workspace;
 use code_intel_gitstate::journal::WriterError;
 use code_intel_workflow::contract::catalogue::{self as msg, Msg};
@@ -32,9 +33,16 @@ impl From<(Msg, Vec<(&'static str, String)>, String)> for EffectFailure {
     }
 }
 
+/// An effect carried out: the checkpoint as written, and what the agent must pass on.
+pub(super) struct Applied {
+    pub(super) checkpoint: Checkpoint,
+    pub(super) notes: Vec<String>,
+}
+
 impl Sessions {
     /// Carries out the engine's git work together with the checkpoint `step` carries, as one
-    /// journaled operation (see [`code_intel_gitstate::journal`]); returns the checkpoint as written. On
+    /// journaled operation (see [`code_intel_gitstate::journal`]); returns the checkpoint as written
+    /// and what to tell the agent. On
     /// failure returns the contract message of the failure, its placeholders, and what went
     /// wrong; nothing changed then.
     pub(super) fn apply_effect(
@@ -44,8 +52,10 @@ impl Sessions {
         old_phase: Phase,
         mut step: SessionStep,
         passed: Option<gix::ObjectId>,
-    ) -> Result<Checkpoint, EffectFailure> {
+    ) -> Result<Applied, EffectFailure> {
         let root = ws.repo.root();
+        // Task branches a choice of the agent's left in place because they hold work.
+        let mut kept: Vec<String> = Vec::new();
         let store = self.store().map_err(|e| (msg::FINALIZE_FAILED, vec![], e.code_and_message().1.to_owned()))?;
         let writer = session_writer(store);
         let operate = |plan: &mut dyn FnMut(
@@ -95,8 +105,16 @@ impl Sessions {
                 match choice {
                     BranchChoice::Delete => {
                         let names: Vec<String> = stale.iter().map(|b| b.branch.clone()).collect();
-                        operate(&mut |repo, _| Ok(branches::stale::plan_delete(repo, root, &names)?.1), &mut step)
-                            .map_err(fail)?;
+                        operate(
+                            &mut |repo, _| {
+                                let (deletion, journal) =
+                                    branches::stale::plan_delete(repo, root, &names, Unmerged::Keep)?;
+                                kept = deletion.kept_unmerged.into_iter().map(|b| b.branch).collect();
+                                Ok(journal)
+                            },
+                            &mut step,
+                        )
+                        .map_err(fail)?;
                     }
                     BranchChoice::Merge => {
                         let Some(cur) = current else {
@@ -112,8 +130,13 @@ impl Sessions {
                         };
                         let id = step.checkpoint.orchestrator_state.session_id.clone();
                         let note = serde_json::json!({"merged_stale_branch": cur.branch, "by_session": id}).to_string();
-                        let others: Vec<String> =
-                            stale.iter().filter(|b| b.branch != cur.branch).map(|b| b.branch.clone()).collect();
+                        // The agent's choice deletes no work: another branch with commits of its
+                        // own is kept (the journal deletes each only where it still points).
+                        let (others, unmerged): (Vec<_>, Vec<_>) =
+                            stale.iter().filter(|b| b.branch != cur.branch).partition(|b| b.ahead == 0);
+                        let others: Vec<(String, gix::ObjectId)> =
+                            others.into_iter().map(|b| (b.branch.clone(), b.tip)).collect();
+                        kept = unmerged.into_iter().map(|b| b.branch.clone()).collect();
                         operate(
                             &mut |repo, _| {
                                 let planned =
@@ -221,7 +244,11 @@ impl Sessions {
                 .map_err(|e| (msg::MERGE_FAILED, vec![], e))?;
             }
         }
-        Ok(step.checkpoint)
+        let mut notes = Vec::new();
+        if !kept.is_empty() {
+            notes.push(ws.contract.message(&msg::BRANCHES_KEPT_UNMERGED, &[("branches", &kept.join(", "))]));
+        }
+        Ok(Applied { checkpoint: step.checkpoint, notes })
     }
 
     /// `review_changes`: every change from the base commit to the work tree. PRE_COMMIT decides

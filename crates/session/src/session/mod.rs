@@ -279,6 +279,7 @@ impl Sessions {
                 phase::summary_key(next.orchestrator_state.phase(), next.orchestrator_state.ready_step())
             )
         };
+        let mut effect_notes = Vec::new();
         let result = match &accepted.effect {
             // Git work and the checkpoint that records it are one journaled operation.
             Some(effect) => {
@@ -313,7 +314,8 @@ impl Sessions {
                 }
                 match self.apply_effect(ws, effect, old_phase, step, passed) {
                     Ok(done) => {
-                        next = done;
+                        next = done.checkpoint;
+                        effect_notes = done.notes;
                         Ok(())
                     }
                     Err(EffectFailure { message: key, vars, details }) => {
@@ -353,7 +355,7 @@ impl Sessions {
                     recovered: self.take_recovered(),
                     project_rules: None,
                     documents,
-                    notes: Vec::new(),
+                    notes: effect_notes,
                 })
             }
             Err(e) => Err(store_error(ws, e)),

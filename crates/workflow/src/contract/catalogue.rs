@@ -221,6 +221,7 @@ catalogue! {
     SUMMARIES_SHORTENED = ["session_messages", "summaries_shortened"] () Note;
     CONTEXT_UNREADABLE = ["session_messages", "context_unreadable"] ("path", "error") Note;
     DOC_RESEARCH_DISABLED = ["session_messages", "doc_research_disabled"] ("path") Note;
+    BRANCHES_KEPT_UNMERGED = ["session_messages", "branches_kept_unmerged"] ("branches") Note;
     GIT_CREATES_TASK_BRANCH = ["session_messages", "git_creates_task_branch"] ("session_id") Note;
     GIT_ON_TASK_BRANCH = ["session_messages", "git_on_task_branch"] ("task_branch", "base_branch") Note;
     GIT_NO_TASK_BRANCH = ["session_messages", "git_no_task_branch"] () Note;
