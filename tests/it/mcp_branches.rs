@@ -362,8 +362,8 @@ async fn stale_branch_delete_merge_and_continue() {
     git(root, &["branch", other, own_work.trim()]);
     git(root, &["branch", empty, "main"]);
     let client = connect(root).await;
-    let r = ok(&client, "start_session", json!({"intent": "MODIFY", "query": "add logout", "no_doc_research": true}))
-        .await;
+    let r =
+        ok(&client, "start_session", json!({"intent": "MODIFY", "query": "add logout", "no_doc_research": true})).await;
     assert_eq!(r["phase"], "BRANCH_INTERVENTION");
     let r = submit(&client, json!({"choice": "merge", "tools_used": [], "summary": "user chose merge"})).await;
     assert_eq!(git(root, &["symbolic-ref", "--short", "HEAD"]), "main");

@@ -76,11 +76,11 @@ pub(crate) fn ruleset(policy: &Policy) -> Result<OwnedFd, Error> {
     fd.ok_or_else(|| Error::Unsupported("the kernel accepted the ruleset but enforces none of it".into()))
 }
 
-/// Puts the ruleset `fd` on the calling process. Runs in the child between fork and exec: raw
-/// system calls only, nothing that allocates or locks.
+/// Puts the ruleset `fd` on the calling thread (and so on every process it starts from then
+/// on), with `no_new_privs`, which Landlock requires; both hold for this thread alone.
 pub(crate) fn restrict_self(fd: i32) -> std::io::Result<()> {
     // SAFETY: prctl with integer arguments; landlock_restrict_self with a ruleset descriptor
-    // this process holds and no flags. Both are async-signal-safe system calls.
+    // this process holds and no flags.
     unsafe {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
             return Err(std::io::Error::last_os_error());

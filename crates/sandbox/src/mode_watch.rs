@@ -3,7 +3,7 @@
 //! the executable bit, so the caller puts bits back after a command. Looking at every tracked
 //! file after every command costs milliseconds per thousand files; this says when to look.
 //!
-//! A seccomp filter on the command (put on after Landlock, between fork and exec) turns each
+//! A seccomp filter on the command (put on after Landlock, on the thread that starts it) turns each
 //! mode-changing system call into a notification to the runner, which notes it and lets the
 //! call go on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): the answer is only ever "maybe", never a
 //! decision taken on the command's arguments. The filter also refuses the command a seccomp
@@ -44,7 +44,7 @@ fn mode_calls() -> Vec<i64> {
     calls
 }
 
-/// The filter's program, built before the fork (the child only points the kernel at it).
+/// The filter's program.
 pub(crate) struct Filter {
     program: Vec<libc::sock_filter>,
 }
@@ -115,69 +115,13 @@ fn program() -> Vec<libc::sock_filter> {
     p
 }
 
-/// The two ends of the channel the child hands its listener over on, made before the fork.
-pub(crate) struct Channel {
-    parent: OwnedFd,
-    child: OwnedFd,
-}
-
-impl Channel {
-    pub(crate) fn new() -> Option<Channel> {
-        let mut fds = [0; 2];
-        // SAFETY: socketpair writes two descriptors into `fds`, owned below.
-        let r =
-            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
-        if r != 0 {
-            return None;
-        }
-        // SAFETY: both were just created and nothing else owns them.
-        Some(unsafe { Channel { parent: OwnedFd::from_raw_fd(fds[0]), child: OwnedFd::from_raw_fd(fds[1]) } })
-    }
-
-    /// The child's end, for [`install`].
-    pub(crate) fn child_end(&self) -> RawFd {
-        self.child.as_raw_fd()
-    }
-
-    /// The listener the child sent, if it could put the filter on. Call after the child has
-    /// exec'd (`Command::spawn` returns then), so it has sent it or never will.
-    pub(crate) fn listener(self) -> Option<OwnedFd> {
-        drop(self.child);
-        let mut data = [0u8; 1];
-        let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
-        let mut space = [0u64; 4];
-        // SAFETY: a zeroed msghdr pointing at buffers that outlive the call.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = space.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&space) as _;
-        // SAFETY: recvmsg into the buffers above, without blocking.
-        let n =
-            unsafe { libc::recvmsg(self.parent.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
-        if n <= 0 {
-            return None;
-        }
-        // SAFETY: the control buffer was filled by the kernel; CMSG_* walk it within its length.
-        unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            if cmsg.is_null() || (*cmsg).cmsg_level != libc::SOL_SOCKET || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
-                return None;
-            }
-            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
-            (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
-        }
-    }
-}
-
-/// Puts the filter on the calling process and sends its listener down `channel` (the child's
-/// end). Runs in the child between fork and exec, after Landlock: raw system calls on memory
-/// made before the fork, nothing that allocates or locks. A filter that cannot be put on is
-/// not an error: nothing is sent, and the runner then looks at every file.
-pub(crate) fn install(filter: &Filter, channel: RawFd) {
+/// Puts the filter on the calling thread (after Landlock, which set `no_new_privs`) and returns
+/// its listener; the processes the thread starts inherit the filter. None when it cannot be put
+/// on: not an error, the runner then looks at every file.
+pub(crate) fn install(filter: &Filter) -> Option<OwnedFd> {
     let prog = libc::sock_fprog { len: filter.program.len() as u16, filter: filter.program.as_ptr().cast_mut() };
-    // SAFETY: seccomp(SET_MODE_FILTER, NEW_LISTENER) with a program that outlives the call
-    // (no_new_privs is already set by Landlock's restrict_self).
+    // SAFETY: seccomp(SET_MODE_FILTER, NEW_LISTENER) with a program that outlives the call.
+    // Without TSYNC the filter holds for this thread alone. The listener comes close-on-exec.
     let listener = unsafe {
         libc::syscall(
             libc::SYS_seccomp,
@@ -186,30 +130,8 @@ pub(crate) fn install(filter: &Filter, channel: RawFd) {
             &prog as *const libc::sock_fprog,
         )
     };
-    if listener < 0 {
-        return;
-    }
-    let listener = listener as RawFd;
-    let mut data = [0u8; 1];
-    let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
-    let mut space = [0u64; 4];
-    // SAFETY: a msghdr on this stack carrying one descriptor (SCM_RIGHTS); CMSG_* write within
-    // `space`, which is large enough for one int.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = space.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), listener);
-        libc::sendmsg(channel, &msg, libc::MSG_NOSIGNAL);
-        libc::close(listener);
-        libc::close(channel);
-    }
+    // SAFETY: a descriptor the kernel just made for us, owned here.
+    (listener >= 0).then(|| unsafe { OwnedFd::from_raw_fd(listener as RawFd) })
 }
 
 /// Waits for `child` while answering its notifications; returns how it ended and whether a

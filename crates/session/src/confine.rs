@@ -55,6 +55,8 @@ pub enum RunError {
     SessionUnreadable(#[source] crate::Error),
     #[error("the ignored entries of the work tree cannot be listed: {0}")]
     Walk(#[source] code_intel_gitstate::Error),
+    #[error("the ignored entries of the work tree cannot be listed: the walk stopped short")]
+    WalkFailed,
     #[error(transparent)]
     Sandbox(#[from] code_intel_sandbox::Error),
 }
@@ -69,10 +71,24 @@ pub struct Outcome {
 
 /// Runs `command` with `shell -c` under the policy of the session active in the work tree at
 /// `root`. No active session (or a finished one): unconfined, as the hooks allow it. A session
-/// that cannot be read, or a machine without a kernel sandbox: refused, nothing runs.
+/// that cannot be read, or a machine without a kernel sandbox: refused, nothing runs. Either
+/// way the build directories the root's `.gitignore` names are made (empty) first.
 pub fn run(root: &Path, shell: &Path, command: &str, limit: Option<std::time::Duration>) -> Result<Outcome, RunError> {
     let store = SessionStore::open(root).map_err(|e| RunError::NotGit(format!("{} ({e})", root.display())))?;
-    let stored = store.active().map_err(RunError::SessionUnreadable)?;
+    // What git ignores (on a large work tree, hundreds of `.gitignore` stamps to check) is
+    // worked out while the session is read: the runner runs once per shell command. The
+    // build directories are made first, so they are among the ignored entries granted.
+    let (stored, ignored) = std::thread::scope(|scope| {
+        let ignored = scope.spawn(|| {
+            let repo = store.repository();
+            if let Some(root) = repo.workdir() {
+                make_build_dirs(root);
+            }
+            code_intel_gitstate::worktree::ignored_entries_cached(&repo)
+        });
+        (store.active(), ignored.join())
+    });
+    let stored = stored.map_err(RunError::SessionUnreadable)?;
     let Some(stored) = stored.filter(|s| !s.checkpoint.orchestrator_state.is_complete()) else {
         let code = code_intel_sandbox::run_unconfined(shell, command, &[], limit)?;
         return Ok(Outcome { code, phase: None });
@@ -81,8 +97,9 @@ pub fn run(root: &Path, shell: &Path, command: &str, limit: Option<std::time::Du
     if let code_intel_sandbox::Support::Advisory { why } = code_intel_sandbox::support() {
         return Err(RunError::Sandbox(code_intel_sandbox::Error::Unsupported(why)));
     }
+    let ignored = ignored.map_err(|_| RunError::WalkFailed)?.map_err(RunError::Walk)?;
     let repo = store.repository();
-    let (policy, env) = policy(&repo, state)?;
+    let (policy, env) = policy(&repo, state, &ignored)?;
     let started = std::time::SystemTime::now();
     let finished = code_intel_sandbox::run(&policy, shell, command, &env, limit)?;
     // The index is read after: the command cannot write it.
@@ -143,11 +160,15 @@ impl TrackedModes {
     }
 }
 
-/// The policy of `state`'s phase in `repo`'s work tree, and the environment the command gets
-/// (a private temporary directory and caches, made by `private_dirs`).
-pub fn policy(repo: &gix::Repository, state: &SessionState) -> Result<(Policy, Vec<(String, String)>), RunError> {
+/// The policy of `state`'s phase in `repo`'s work tree, whose git-ignored entries are `ignored`
+/// ([`code_intel_gitstate::worktree::ignored_entries_cached`]), and the environment the command
+/// gets (a private temporary directory and caches, made by `private_dirs`).
+pub fn policy(
+    repo: &gix::Repository,
+    state: &SessionState,
+    ignored: &[String],
+) -> Result<(Policy, Vec<(String, String)>), RunError> {
     let root = repo.workdir().map(canonical).ok_or_else(|| RunError::NotGit("a bare repository".into()))?;
-    make_build_dirs(&root);
     let mut protected: Vec<PathBuf> =
         code_intel_gitstate::worktree::all_worktrees(repo).iter().map(|p| canonical(p)).collect();
     protected.push(canonical(repo.git_dir()));
@@ -171,14 +192,14 @@ pub fn policy(repo: &gix::Repository, state: &SessionState) -> Result<(Policy, V
     // Inside: what git ignores (around another work tree or a PATH directory inside it), and
     // in READY the explored files.
     let inner: Vec<PathBuf> = protected.iter().filter(|p| **p != root).cloned().collect();
-    for rel in code_intel_gitstate::worktree::ignored_entries_cached(repo).map_err(RunError::Walk)? {
-        if is_protected(&rel) {
+    for rel in ignored {
+        if is_protected(rel) {
             continue;
         }
-        let path = root.join(&rel);
+        let path = root.join(rel);
         match std::fs::symlink_metadata(&path) {
             Ok(m) if m.is_dir() => grant(&path, &inner, &mut policy),
-            Ok(m) if m.is_file() && !inner.iter().any(|p| path.starts_with(p)) => policy.writable_files.push(path),
+            Ok(m) if m.is_file() && !inner.iter().any(|p| within(&path, p)) => policy.writable_files.push(path),
             _ => {}
         }
     }
@@ -199,12 +220,12 @@ pub fn policy(repo: &gix::Repository, state: &SessionState) -> Result<(Policy, V
 /// Grants `dir` whole, or around the protected paths inside it; nothing when it lies inside
 /// one.
 fn grant(dir: &Path, protected: &[PathBuf], policy: &mut Policy) {
-    if !dir.is_dir() || protected.iter().any(|p| dir.starts_with(p)) {
+    if !dir.is_dir() || protected.iter().any(|p| within(dir, p)) {
         return;
     }
-    if protected.iter().any(|p| p.starts_with(dir)) {
+    if protected.iter().any(|p| within(p, dir)) {
         grant_around(dir, protected, &mut policy.writable_trees);
-    } else if !policy.writable_trees.iter().any(|t| t == dir) {
+    } else if !policy.writable_trees.iter().any(|t| t.as_os_str() == dir.as_os_str()) {
         policy.writable_trees.push(dir.to_owned());
     }
 }
@@ -291,13 +312,13 @@ fn grant_around(dir: &Path, protected: &[PathBuf], out: &mut Vec<PathBuf>) {
             return;
         }
         let path = entry.path();
-        if protected.iter().any(|p| path.starts_with(p)) {
+        if protected.iter().any(|p| within(&path, p)) {
             continue;
         }
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && protected.iter().any(|p| p.starts_with(&path)) {
+        if is_dir && protected.iter().any(|p| within(p, &path)) {
             grant_around(&path, protected, out);
-        } else if is_dir && !out.contains(&path) {
+        } else if is_dir && !out.iter().any(|o| o.as_os_str() == path.as_os_str()) {
             out.push(path);
         }
     }
@@ -329,8 +350,19 @@ fn make_build_dirs(root: &Path) {
     }
 }
 
+/// `path` with every symlink resolved; a path that does not exist (yet) is only tidied (no
+/// `//`, `/./` or trailing `/`), so [`within`] can compare it byte by byte.
 fn canonical(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.components().collect())
+}
+
+/// `path` is `dir` or beneath it: `Path::starts_with` on paths [`canonical`] made, by bytes.
+/// The policy asks it tens of thousands of times per command (every entry of a temporary
+/// directory against every protected path), and parsing components each time was a tenth of
+/// the runner's cost.
+fn within(path: &Path, dir: &Path) -> bool {
+    let (path, dir) = (path.as_os_str().as_encoded_bytes(), dir.as_os_str().as_encoded_bytes());
+    path.starts_with(dir) && (path.len() == dir.len() || dir.ends_with(b"/") || path[dir.len()] == b'/')
 }
 
 #[cfg(unix)]
@@ -347,6 +379,17 @@ fn uid() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn within_is_path_prefix_by_whole_components() {
+        let w = |p: &str, d: &str| within(Path::new(p), Path::new(d));
+        assert!(w("/tmp/repo", "/tmp/repo") && w("/tmp/repo/.git", "/tmp/repo") && w("/tmp/x", "/"));
+        assert!(!w("/tmp/repository", "/tmp/repo") && !w("/tmp", "/tmp/repo"));
+        // A path that does not exist is tidied, as Path::starts_with would see it.
+        let untidy = canonical(Path::new("/nonexistent-gci//bin/./tools/"));
+        assert_eq!(untidy, Path::new("/nonexistent-gci/bin/tools"));
+        assert!(within(&untidy, Path::new("/nonexistent-gci/bin")));
+    }
 
     #[test]
     fn a_temporary_directory_holding_the_repository_is_granted_around_it() {
