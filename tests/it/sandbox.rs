@@ -695,3 +695,45 @@ async fn session_start_doctor_and_init_say_whether_the_guard_is_enforced() {
     }
     client.cancel().await.unwrap();
 }
+
+/// A runner killed while its command runs (a client's timeout kills it, say) cannot put back
+/// the executable bit its command flipped: the note it left in the git directory makes the next
+/// command's runner do it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_runners_mode_change_is_put_back_by_the_next_command() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = project();
+    let root = repo.path();
+    if !kernel_sandbox(root, "a_killed_runners_mode_change_is_put_back_by_the_next_command") {
+        return;
+    }
+    let client = connect(root).await;
+    start_quick(&client).await;
+    let event = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": root,
+                       "tool_input": {"command": "chmod +x src/auth.py && sleep 37", "description": "d"}});
+    let (code, out, err) = run_cli(root, &["hook", "claude-pre-tool-use"], &event.to_string());
+    assert_eq!(code, 0, "{err}");
+    let mut runner =
+        Command::new("bash").arg("-c").arg(format!("exec {}", rewritten(&out))).current_dir(root).spawn().unwrap();
+    let mode = |rel: &str| std::fs::metadata(root.join(rel)).unwrap().permissions().mode() & 0o777;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while mode("src/auth.py") != 0o755 {
+        assert!(std::time::Instant::now() < deadline, "the command never ran its chmod");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SIGKILL: no chance to look at modes. Its command (`sleep`) may live on, confined.
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    assert_eq!(mode("src/auth.py"), 0o755, "nothing put the bit back yet");
+    let ran = through_hook(root, Client::Codex, "true");
+    assert_eq!(ran.code, 0, "{ran:?}");
+    assert_eq!(mode("src/auth.py"), 0o644, "the next command's runner put the bit back");
+    let notes: Vec<_> = std::fs::read_dir(root.join(".git/code-intel"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("modes-pending-"))
+        .collect();
+    assert!(notes.is_empty(), "every note is gone once looked at: {notes:?}");
+    let _ = Command::new("pkill").args(["-f", "sleep 37"]).status();
+    client.cancel().await.unwrap();
+}

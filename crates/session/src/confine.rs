@@ -100,14 +100,100 @@ pub fn run(root: &Path, shell: &Path, command: &str, limit: Option<std::time::Du
     let ignored = ignored.map_err(|_| RunError::WalkFailed)?.map_err(RunError::Walk)?;
     let repo = store.repository();
     let (policy, env) = policy(&repo, state, &ignored)?;
+    #[cfg(unix)]
+    ModesPending::recover(&repo);
     let started = std::time::SystemTime::now();
-    let finished = code_intel_sandbox::run(&policy, shell, command, &env, limit)?;
+    #[cfg(unix)]
+    let pending = ModesPending::begin(&repo, started);
+    let finished = code_intel_sandbox::run(&policy, shell, command, &env, limit);
     // The index is read after: the command cannot write it.
     #[cfg(unix)]
-    if finished.modes_may_have_changed {
-        TrackedModes::read(&repo).restore(started);
+    {
+        if finished.as_ref().is_ok_and(|f| f.modes_may_have_changed) {
+            TrackedModes::read(&repo).restore(started);
+        }
+        if let Some(pending) = pending {
+            pending.done();
+        }
     }
-    Ok(Outcome { code: finished.code, phase: Some(state.phase()) })
+    Ok(Outcome { code: finished?.code, phase: Some(state.phase()) })
+}
+
+/// The note a runner leaves in the work tree's git directory (out of the command's reach) while
+/// its command runs: `code-intel/modes-pending-<pid>`, holding the command's start. A runner
+/// that dies before it could look at the modes (the client's timeout killed it, say) leaves its
+/// note behind, and the next runner in the work tree puts back what that command changed.
+#[cfg(unix)]
+struct ModesPending {
+    path: PathBuf,
+}
+
+#[cfg(unix)]
+impl ModesPending {
+    const PREFIX: &str = "modes-pending-";
+
+    fn dir(repo: &gix::Repository) -> PathBuf {
+        repo.git_dir().join("code-intel")
+    }
+
+    /// None when the note cannot be written: then only this runner's own look remains.
+    fn begin(repo: &gix::Repository, started: std::time::SystemTime) -> Option<ModesPending> {
+        let dir = Self::dir(repo);
+        let path = dir.join(format!("{}{}", Self::PREFIX, std::process::id()));
+        let nanos = started.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
+        let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, nanos.to_string()));
+        match written {
+            Ok(()) => Some(ModesPending { path }),
+            Err(e) => {
+                tracing::warn!("cannot note the command in {}: {e}", path.display());
+                None
+            }
+        }
+    }
+
+    fn done(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+
+    /// Puts back the bits the commands of dead runners changed, then drops their notes.
+    fn recover(repo: &gix::Repository) {
+        let Ok(entries) = std::fs::read_dir(Self::dir(repo)) else { return };
+        let mut dead = Vec::new();
+        let mut since: Option<std::time::SystemTime> = None;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(Self::PREFIX)).and_then(|p| p.parse().ok())
+            else {
+                continue;
+            };
+            if alive(pid) {
+                continue;
+            }
+            let started = std::fs::read_to_string(entry.path())
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .map(|n| std::time::UNIX_EPOCH + std::time::Duration::from_nanos(n));
+            // A note that cannot be read: it was written when its command started.
+            let written = entry.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+            let started = started.unwrap_or(written);
+            since = Some(since.map_or(started, |s| s.min(started)));
+            dead.push(entry.path());
+        }
+        if let Some(since) = since {
+            TrackedModes::read(repo).restore(since);
+        }
+        for path in dead {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A process `pid` exists (another user's counts).
+#[cfg(unix)]
+fn alive(pid: libc::pid_t) -> bool {
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
 /// The tracked files with whether git records them executable: the one part of a file git
