@@ -152,7 +152,9 @@ impl ModesPending {
     }
 
     fn done(self) {
-        let _ = std::fs::remove_file(&self.path);
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            tracing::warn!("cannot remove {}: {e}", self.path.display());
+        }
     }
 
     /// Puts back the bits the commands of dead runners changed, then drops their notes.
@@ -183,7 +185,9 @@ impl ModesPending {
             TrackedModes::read(repo).restore(since);
         }
         for path in dead {
-            let _ = std::fs::remove_file(path);
+            if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!("cannot remove {}: {e}", path.display());
+            }
         }
     }
 }
