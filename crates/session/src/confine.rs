@@ -217,7 +217,13 @@ impl TrackedModes {
         use gix::index::entry::Mode;
         use std::os::unix::ffi::OsStrExt;
         let mut dirs: Vec<Directory> = Vec::new();
-        let (Some(root), Ok(index)) = (repo.workdir(), repo.index_or_empty()) else { return TrackedModes { dirs } };
+        // The index's checksum is not verified: hashing a 20,000-entry index took longer than
+        // decoding it, and the command cannot have written it (the git directory is out of its
+        // reach); a torn index fails to decode all the same.
+        let decoded =
+            gix::index::File::at(repo.index_path(), repo.object_hash(), true, gix::index::decode::Options::default());
+        let (Some(root), Ok(index)) = (repo.workdir(), decoded) else { return TrackedModes { dirs } };
+        let mut last: Option<&[u8]> = None;
         for e in index.entries() {
             if !matches!(e.mode, Mode::FILE | Mode::FILE_EXECUTABLE) {
                 continue;
@@ -227,11 +233,12 @@ impl TrackedModes {
                 Some(i) => (&path[..i], &path[i + 1..]),
                 None => (&path[..0], path),
             };
-            let dir = root.join(std::ffi::OsStr::from_bytes(dir));
             // Entries of one directory are together in the index, save where a subdirectory's
-            // come between: then the directory is listed again.
-            if dirs.last().is_none_or(|d| d.path != dir) {
-                dirs.push(Directory { path: dir, files: Vec::new() });
+            // come between: then the directory is listed again. Compared as the index's bytes,
+            // before any path is made.
+            if last != Some(dir) {
+                last = Some(dir);
+                dirs.push(Directory { path: root.join(std::ffi::OsStr::from_bytes(dir)), files: Vec::new() });
             }
             if let Some(d) = dirs.last_mut() {
                 d.files.push((std::ffi::OsStr::from_bytes(name).to_owned(), e.mode == Mode::FILE_EXECUTABLE));
