@@ -138,7 +138,12 @@ async fn drive(client: &Client, root: &Path, merge: Merge) -> bool {
                 call!("submit_phase", submit(json!({"summary": "next"})))
             }
             "POST_IMPL_VERIFY" => {
-                call!("submit_phase", submit(json!({"passed": true, "tools_used": [], "summary": "tests pass"})))
+                // passed: true needs a run the server witnessed; a kill may land in it too.
+                call!("run_check", json!({"command": "python3 -m pytest"}));
+                call!(
+                    "submit_phase",
+                    submit(json!({"passed": true, "tools_used": ["run_check"], "summary": "tests pass"}))
+                )
             }
             "PRE_COMMIT" => {
                 call!("review_changes", json!({}));

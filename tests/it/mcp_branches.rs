@@ -89,6 +89,7 @@ async fn to_pre_commit(client: &Client, root: &Path) {
     // with the answer, as init would have written them.
     assert_eq!(verify["phase"], "POST_IMPL_VERIFY");
     assert_eq!(procedure_paths(&verify), [".code-intel/verifiers/tests.md", ".code-intel/verifiers/build_and_lint.md"]);
+    crate::common::mcp_client::witness_tests(client).await;
     let r = submit(
         client,
         json!({"verifier_used": "tests.md", "passed": true, "details": "ok", "tools_used": [], "summary": "verified"}),

@@ -657,7 +657,7 @@ async fn hidden_files_are_named_when_passed_over_and_searched_when_asked() {
         !passed_over.contains(&json!(".code-intel")),
         "only code-intel's own index is in it: nothing to search {r}"
     );
-    let r = ok(call(&client, "search_text", json!({"pattern": "pytest"})).await);
+    let r = ok(call(&client, "search_text", json!({"pattern": "run: pytest"})).await);
     assert_eq!(r["matches"], json!([]), "{r}");
     assert!(r["hidden_not_searched"].as_array().unwrap().contains(&json!(".github")), "{r}");
     // Asked for: found; code-intel's own index never.
@@ -665,7 +665,7 @@ async fn hidden_files_are_named_when_passed_over_and_searched_when_asked() {
     let found: Vec<&str> = r["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
     assert_eq!(found, [".github/workflows/ci.yml"], "{r}");
     assert!(r.get("hidden_not_searched").is_none(), "{r}");
-    let r = ok(call(&client, "search_text", json!({"pattern": "pytest", "hidden": true})).await);
+    let r = ok(call(&client, "search_text", json!({"pattern": "run: pytest", "hidden": true})).await);
     assert_eq!(files_of(&r, "matches"), [".github/workflows/ci.yml"], "{r}");
     // Searching inside a hidden directory needs no flag.
     let r = ok(call(&client, "search_files", json!({"pattern": "*.yml", "path": ".github"})).await);

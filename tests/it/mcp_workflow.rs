@@ -156,7 +156,13 @@ async fn quick_flow_with_real_evidence() {
                                    "tools_used": ["check_write_target"], "summary": "done"})).await;
     assert_eq!(r["all_complete"], true);
     assert_eq!(submit(&client, json!({"summary": "complete"})).await["phase"], "POST_IMPL_VERIFY");
-    let r = submit(&client, json!({"verifier_used": "verifiers/tests.md", "passed": true, "details": "pytest ok", "tools_used": [], "summary": "ok"})).await;
+    // passed: true needs a run the server witnessed.
+    let unwitnessed = json!({"verifier_used": "verifiers/tests.md", "passed": true, "details": "pytest ok", "tools_used": [], "summary": "ok"});
+    let r = crate::common::mcp_client::err(&client, "submit_phase", json!({"data": unwitnessed})).await;
+    assert_eq!(r["error"], "verification_unwitnessed", "{r}");
+    assert!(r["message"].as_str().unwrap_or_default().contains("`python3 -m pytest`"), "{r}");
+    crate::common::mcp_client::witness_tests(&client).await;
+    let r = submit(&client, json!({"verifier_used": "verifiers/tests.md", "passed": true, "details": "pytest ok", "tools_used": ["run_check"], "summary": "ok"})).await;
     assert_eq!(r["phase"], "SESSION_COMPLETE");
     assert_eq!(r["message"], "Verification passed. Session ending (--quick).");
     fsck_clean(root);

@@ -85,6 +85,7 @@ async fn whole_session(client: &Client, root: &Path) -> String {
     )
     .await;
     submit(client, json!({"summary": "all done"})).await;
+    crate::common::mcp_client::witness_tests(client).await;
     submit(
         client,
         // A flag given as text, as the engine accepts it: the report reads it so too.
@@ -161,9 +162,10 @@ async fn a_finished_session_reports_what_it_researched_proved_changed_and_tested
     assert!(refusal["error"].is_string(), "{implementation}");
     assert!(refusal["detail"].as_str().is_some_and(|d| !d.is_empty()), "{refusal}");
     assert!(refusal["args"].as_str().unwrap().contains("src/auth.py:4000"), "the refused payload: {refusal}");
-    // 3 in EXPLORATION, 1 each in VERIFICATION and IMPACT_ANALYSIS, 1 in the task, 1 in
-    // PRE_COMMIT; every accepted submission is a step, the refused one a call.
-    assert_eq!(r["tool_calls"], 7);
+    // 3 in EXPLORATION, 1 each in VERIFICATION and IMPACT_ANALYSIS, 1 in the task, 1 run_check
+    // in POST_IMPL_VERIFY, 1 in PRE_COMMIT; every accepted submission is a step, the refused one
+    // a call.
+    assert_eq!(r["tool_calls"], 8);
     assert_eq!(r["refused_submissions"], 1);
     assert_eq!(r["submissions"].as_u64().unwrap() as usize, steps.len());
     // Every phase has its time, and the times add up.

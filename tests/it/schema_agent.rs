@@ -52,6 +52,8 @@ fn tool_arguments(tool: &str) -> Option<Value> {
         "add_explored_files" => json!({"files": [FILE]}),
         "review_changes" => json!({}),
         "query" => json!({"question": "where is login defined"}),
+        // The fixture's test command, which the instructions name.
+        "run_check" => json!({"command": "python3 -m pytest"}),
         _ => return None,
     })
 }

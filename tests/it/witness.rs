@@ -42,10 +42,6 @@ async fn a_claimed_pass_is_refused_while_the_servers_own_run_fails() {
     }
     let repo = committed_project();
     let root = repo.path();
-    // The project's pytest configuration: its tests import from src/.
-    std::fs::write(root.join("pytest.ini"), "[pytest]\npythonpath = src\naddopts = -p no:cacheprovider\n").unwrap();
-    git(root, &["add", "pytest.ini"]);
-    git(root, &["commit", "-qm", "pytest"]);
     let client = connect(root).await;
     start(&client).await;
     let r = implement_to_verify(&client, root).await;
@@ -153,10 +149,9 @@ async fn a_failure_the_baseline_had_is_pre_existing_and_a_new_one_is_a_regressio
     }
     let repo = committed_project();
     let root = repo.path();
-    std::fs::write(root.join("pytest.ini"), "[pytest]\npythonpath = src\naddopts = -p no:cacheprovider\n").unwrap();
     std::fs::write(root.join("tests/test_old.py"), "def test_old_bug():\n    assert 'known' == 'fixed'\n").unwrap();
     git(root, &["add", "-A"]);
-    git(root, &["commit", "-qm", "pytest, and a test that fails already"]);
+    git(root, &["commit", "-qm", "a test that fails already"]);
     let client = connect(root).await;
     let r = start(&client).await;
     let instruction = r["instruction"].as_str().unwrap_or_default();

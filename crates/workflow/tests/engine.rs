@@ -6,7 +6,7 @@ mod harness;
 
 use code_intel_workflow::contract::catalogue;
 use code_intel_workflow::engine::phase::Phase;
-use code_intel_workflow::engine::state::{Flags, GateLevel, Intent, TaskStatus};
+use code_intel_workflow::engine::state::{Flags, GateLevel, Intent, TaskStatus, WitnessedRun};
 use code_intel_workflow::engine::submit::{BranchChoice, Effect};
 use harness::{Session, flags};
 use serde_json::{Value, json};
@@ -523,6 +523,46 @@ fn at_verify(f: Flags) -> Session {
 #[test]
 fn passed_to_pre_commit() {
     let mut s = at_verify(Flags::default());
+    assert_eq!(s.post(true)["phase"], "PRE_COMMIT");
+}
+
+#[test]
+fn a_claimed_pass_needs_a_witnessed_run_where_a_check_can_run() {
+    let mut s = at_verify(Flags::default());
+    s.facts.runnable_checks = vec!["python3 -m unittest".into()];
+    let verdict =
+        json!({"verifier_used": "tests.md", "passed": true, "details": "ok", "tools_used": [], "summary": "v"});
+    let r = s.err(verdict.clone(), "verification_unwitnessed");
+    assert!(r["message"].as_str().unwrap_or_default().contains("`python3 -m unittest`"), "{r}");
+    // A baseline (before READY) does not speak for the changed code; a run after the change does.
+    let st = &mut s.cp.orchestrator_state;
+    let run = |id: u32, after_ready_visits: u32| WitnessedRun {
+        id,
+        verify_command: "python3 -m unittest".into(),
+        command: "python3 -m unittest".into(),
+        phase: "POST_IMPL_VERIFY".into(),
+        after_ready_visits,
+        exit_code: 0,
+        timed_out: false,
+        duration_ms: 1,
+        runner: None,
+        passed: None,
+        failed: None,
+        skipped: None,
+        failing: Vec::new(),
+        tail: String::new(),
+    };
+    st.witnessed_runs.push(run(1, 0));
+    s.err(verdict.clone(), "verification_unwitnessed");
+    let visits = s.cp.orchestrator_state.ready_visits;
+    s.cp.orchestrator_state.witnessed_runs.push(run(2, visits));
+    assert_eq!(s.ok(verdict)["phase"], "PRE_COMMIT");
+}
+
+#[test]
+fn a_claimed_pass_stands_where_no_check_can_run() {
+    let mut s = at_verify(Flags::default());
+    s.facts.runnable_checks = Vec::new();
     assert_eq!(s.post(true)["phase"], "PRE_COMMIT");
 }
 

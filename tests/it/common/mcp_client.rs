@@ -61,6 +61,15 @@ pub async fn err(client: &Client, tool: &str, args: Value) -> Value {
 }
 
 /// `submit_phase` with `data`, which must be accepted.
+/// Has the server run the project fixture's tests (`run_check`), as POST_IMPL_VERIFY's
+/// `passed: true` needs; asserts they passed.
+pub async fn witness_tests(client: &Client) -> Value {
+    assert!(crate::common::pytest_installed(), "pytest is needed for a witnessed run (scripts/test.sh installs it)");
+    let run = ok(client, "run_check", serde_json::json!({"command": "python3 -m pytest"})).await;
+    assert_eq!(run["exit_code"], 0, "the fixture's tests fail: {run}");
+    run
+}
+
 pub async fn submit(client: &Client, data: Value) -> Value {
     ok(client, "submit_phase", serde_json::json!({"data": data})).await
 }

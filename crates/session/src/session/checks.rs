@@ -62,6 +62,15 @@ pub struct CheckReply {
     pub tail: String,
 }
 
+/// The verify commands `run_check` can run now while a session is active: none where no kernel
+/// sandbox confines them (it then refuses to run anything).
+pub(super) fn runnable(ws: &Workspace) -> Vec<String> {
+    match code_intel_sandbox::support() {
+        code_intel_sandbox::Support::Advisory { .. } => Vec::new(),
+        _ => ws.verify_commands().commands,
+    }
+}
+
 impl Sessions {
     pub fn run_check(
         &self,

@@ -253,6 +253,7 @@ impl Sessions {
             changed_files: (state.phase() == Phase::PreCommit).then(|| task_changes(ws, state)).flatten(),
             documents: document_facts(ws, &payload, &state.query),
             far_symbols: far_symbols(ws, &payload, &state.query),
+            runnable_checks: if state.phase() == Phase::PostImplVerify { checks::runnable(ws) } else { Vec::new() },
         };
         let accepted = submit::submit(&ws.contract, &checkpoint, &payload, &facts).map_err(refused)?;
         let old_phase = checkpoint.orchestrator_state.phase();

@@ -112,6 +112,7 @@ catalogue! {
     MERGE_NO_TASK_BRANCH = ["failures", "MERGE", "branch_manager_not_found"] () State;
     MERGE_FAILED = ["failures", "MERGE", "merge_failed"] () Failure;
     VERIFY_PASSED_CONTRADICTS_RUN = ["failures", "POST_IMPL_VERIFY", "passed_contradicts_run"] ("command", "run", "outcome") Content;
+    VERIFY_PASSED_UNWITNESSED = ["failures", "POST_IMPL_VERIFY", "passed_unwitnessed"] ("commands") State;
     USER_ESCALATION = ["failures", "VERIFY_INTERVENTION", "user_escalation"] () Note;
     ESCALATION_COUNT = ["failures", "VERIFY_INTERVENTION", "escalation_count"] ("count") Note;
 

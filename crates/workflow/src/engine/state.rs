@@ -274,13 +274,15 @@ impl SessionState {
     }
 
     /// The witnessed runs that speak for the code as it is now (made since the session last
-    /// entered READY, once it has): for each verify command, its last full run and every run
-    /// of one selector after it. A selector's passing run does not answer a full run's failure.
+    /// entered READY, once it has; in an `only_verify` session, which changes nothing, every
+    /// run): for each verify command, its last full run and every run of one selector after
+    /// it. A selector's passing run does not answer a full run's failure.
     pub fn current_runs(&self) -> Vec<&WitnessedRun> {
+        let changes_code = !self.flags.only_verify;
         let since: Vec<&WitnessedRun> = self
             .witnessed_runs
             .iter()
-            .filter(|r| self.ready_visits > 0 && r.after_ready_visits == self.ready_visits)
+            .filter(|r| (self.ready_visits > 0 || !changes_code) && r.after_ready_visits == self.ready_visits)
             .collect();
         let mut out: Vec<&WitnessedRun> = Vec::new();
         for (i, run) in since.iter().enumerate() {
@@ -294,8 +296,12 @@ impl SessionState {
     }
 
     /// The baseline of `verify_command`: its last full run before the session first entered
-    /// READY, when the agent could not yet have changed anything.
+    /// READY, when the agent could not yet have changed anything. An `only_verify` session has
+    /// none: its runs are the verdict itself, and a failure there is never "pre-existing".
     pub fn baseline_for(&self, verify_command: &str) -> Option<&WitnessedRun> {
+        if self.flags.only_verify {
+            return None;
+        }
         self.witnessed_runs
             .iter()
             .rev()
@@ -447,5 +453,12 @@ mod tests {
         assert_eq!(ids(&st), [4]);
         st.enter(Phase::Ready, None);
         assert!(st.current_runs().is_empty(), "back in READY the code changes: earlier runs are stale");
+        // A session that only verifies changes nothing: its runs are of the code as it is.
+        st.flags.only_verify = true;
+        st.ready_visits = 0;
+        st.witnessed_runs = vec![run(5, "pytest", "pytest", 0, 0)];
+        assert_eq!(ids(&st), [5]);
+        st.witnessed_runs = vec![run(6, "pytest", "pytest", 0, 1)];
+        assert!(st.baseline_for("pytest").is_none() && st.regression().is_some(), "its own failure is no baseline");
     }
 }

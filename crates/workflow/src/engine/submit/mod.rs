@@ -44,6 +44,10 @@ pub struct Facts {
     /// QUERY_FRAME: the target_symbols whose words are far in meaning from the request (by
     /// the embedding model); empty when none is, or when no model is installed.
     pub far_symbols: Vec<String>,
+    /// POST_IMPL_VERIFY: the verify commands `run_check` can run now (empty: the project has
+    /// none, or no kernel sandbox can confine them). With any, `passed: true` needs a witnessed
+    /// run.
+    pub runnable_checks: Vec<String>,
 }
 
 /// DOCUMENT_RESEARCH's checks, made by the adapter against the repository.

@@ -279,6 +279,12 @@ impl Step<'_> {
                     &[("command", &run.command), ("run", &run.id.to_string()), ("outcome", &outcome)],
                 ));
             }
+            // Without a witnessed run the agent's word stands only where the server could not
+            // have run a check itself.
+            if st.current_runs().is_empty() && !self.facts.runnable_checks.is_empty() {
+                let listed: Vec<String> = self.facts.runnable_checks.iter().map(|c| format!("`{c}`")).collect();
+                return Err(self.refuse(msg::VERIFY_PASSED_UNWITNESSED, &[("commands", &listed.join(", "))]));
+            }
             return Ok(flow::after_verify_passed(&st.flags));
         }
         let details = p.details.as_deref().unwrap_or("").trim().to_owned();
