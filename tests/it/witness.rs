@@ -245,3 +245,57 @@ async fn without_a_kernel_sandbox_a_session_runs_no_check_and_records_none() {
     assert!(r["message"].as_str().unwrap_or_default().contains("no kernel sandbox"), "{r}");
     client.cancel().await.unwrap();
 }
+
+/// Evidence tied to the diff, on a real repository: a docstring the session wrote is evidence
+/// (lines without code used to be refused as empty), and at READY's completion a done item
+/// citing lines the session did not change is flagged, in the answer and in the report, unless
+/// it says the code was already right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_is_read_against_what_the_session_changed() {
+    if !pytest_installed() {
+        eprintln!("skipped: pytest is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let repo = committed_project();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    let plan = json!({"tasks": [{"id": "t1", "description": "document login", "status": "pending",
+                                  "checklist": [{"item": "docstring", "status": "pending"},
+                                                {"item": "empty password refused", "status": "pending"},
+                                                {"item": "session made", "status": "pending"}]}],
+                      "tools_used": [], "summary": "plan"});
+    submit(&client, plan).await;
+    ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
+    ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
+    // A docstring after login's signature: lines 17-18 hold no code beyond it.
+    let path = root.join("src/auth.py");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replace(
+        "def login(user, password):\n",
+        "def login(user, password):\n    \"\"\"Log `user` in; an empty password is refused.\"\"\"\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let report = json!({"task_id": "t1", "checklist": [
+        {"item": "docstring", "status": "done", "evidence": "src/auth.py:17-18"},
+        {"item": "empty password refused", "status": "done", "evidence": "src/auth.py:19-20"},
+        {"item": "session made", "status": "done", "evidence": "src/auth.py:21",
+         "already_right": "login already returns a Session for the user"}],
+        "tools_used": ["check_write_target"], "summary": "documented"});
+    let r = submit(&client, report).await;
+    assert_eq!(r["all_complete"], true, "a docstring the session wrote is evidence: {r}");
+    let r = submit(&client, json!({"summary": "complete"})).await;
+    assert_eq!(r["phase"], "POST_IMPL_VERIFY", "flagged, not refused: {r}");
+    let warning = r["warning"].as_str().unwrap_or_default();
+    assert!(warning.contains("t1: src/auth.py:19-20"), "{r}");
+    assert!(!warning.contains("17-18") && !warning.contains("src/auth.py:21"), "{r}");
+    crate::common::mcp_client::witness_tests(&client).await;
+    let verdict = json!({"verifier_used": "verifiers/tests.md", "passed": true, "details": "green", "tools_used": ["run_check"], "summary": "ok"});
+    assert_eq!(submit(&client, verdict).await["phase"], "SESSION_COMPLETE");
+    client.cancel().await.unwrap();
+    let (code, report, _) = run_cli(root, &["report"], "");
+    assert_eq!(code, 0);
+    assert!(report.contains("`src/auth.py:19-20` — **cites lines this session did not change**"), "{report}");
+    assert!(report.contains("already right, claimed: login already returns a Session for the user"), "{report}");
+}

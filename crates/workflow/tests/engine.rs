@@ -5,6 +5,7 @@
 mod harness;
 
 use code_intel_workflow::contract::catalogue;
+use code_intel_workflow::engine::evidence::EvidenceFile;
 use code_intel_workflow::engine::phase::Phase;
 use code_intel_workflow::engine::state::{Flags, GateLevel, Intent, TaskStatus, WitnessedRun};
 use code_intel_workflow::engine::submit::{BranchChoice, Effect};
@@ -501,6 +502,50 @@ fn evidence_must_point_at_real_code_inside_the_repository() {
     );
     checklist(&mut s, done("src/stub.py:1-2"), "checklist_evidence_empty_impl", &[("evidence", "src/stub.py:1-2")]);
     s.ok(json!({"task_id": "t", "checklist": done("src/auth.py:2-3"), "tools_used": ["check_write_target"], "summary": "s"}));
+}
+
+#[test]
+fn lines_without_code_are_evidence_when_the_session_wrote_them() {
+    let mut s = at_impl();
+    let done = |e: &str| json!([{"item": "t code", "status": "done", "evidence": e}]);
+    // A docstring or a signature alone: evidence when this session wrote it; a stub (`pass`)
+    // never is.
+    s.facts.changed_lines.insert("src/stub.py".into(), [1].into());
+    checklist(&mut s, done("src/stub.py:1-2"), "checklist_evidence_empty_impl", &[("evidence", "src/stub.py:1-2")]);
+    s.facts.evidence.insert(
+        "src/doc.py".into(),
+        EvidenceFile::Lines(vec!["def f():".into(), "    \"\"\"Says what f does.\"\"\"".into()]),
+    );
+    s.facts.changed_lines.insert("src/doc.py".into(), [2].into());
+    s.ok(json!({"task_id": "t", "checklist": done("src/doc.py:1-2"), "tools_used": ["check_write_target"], "summary": "s"}));
+}
+
+#[test]
+fn readys_completion_flags_done_items_citing_lines_the_session_did_not_change() {
+    let mut s = at_impl();
+    s.facts.changed_lines.insert("src/auth.py".into(), [1].into());
+    let items = json!([
+        {"item": "t code", "status": "done", "evidence": "src/auth.py:2-3"},
+    ]);
+    s.ok(json!({"task_id": "t", "checklist": items, "tools_used": ["check_write_target"], "summary": "s"}));
+    let r = s.finish();
+    assert_eq!(r["phase"], "POST_IMPL_VERIFY", "a flag, not a refusal: {r}");
+    let warning = r["warning"].as_str().unwrap_or_default();
+    assert_eq!(warning, s.message(&["session_messages", "evidence_unchanged"], &[("items", "t: src/auth.py:2-3")]));
+    assert!(s.cp.orchestrator_state.tasks[0].checklist[0].unchanged);
+}
+
+#[test]
+fn an_item_that_says_its_code_was_already_right_is_not_flagged() {
+    let mut s = at_impl();
+    s.facts.changed_lines.insert("src/auth.py".into(), [].into());
+    let items = json!([{"item": "t code", "status": "done", "evidence": "src/auth.py:2-3",
+                        "already_right": "login already checks the store"}]);
+    s.ok(json!({"task_id": "t", "checklist": items, "tools_used": ["check_write_target"], "summary": "s"}));
+    let r = s.finish();
+    assert!(r.get("warning").is_none_or(Value::is_null), "{r}");
+    let item = &s.cp.orchestrator_state.tasks[0].checklist[0];
+    assert!(!item.unchanged && item.already_right.as_deref() == Some("login already checks the store"));
 }
 
 #[test]

@@ -168,6 +168,12 @@ pub fn html(r: &Report) -> String {
                 if let Some(ev) = &i.evidence {
                     put!(o, " <code>{}</code>", e(ev));
                 }
+                if i.unchanged {
+                    put!(o, " <span class=\"bad\">cites lines this session did not change</span>");
+                }
+                if let Some(why) = &i.already_right {
+                    put!(o, " <span class=\"muted\">— already right, claimed: {}</span>", e(why));
+                }
                 if let Some(q) = &i.quote {
                     if let Some(p) = &q.problem {
                         put!(o, "<br><span class=\"bad\">{}</span>", e(p));

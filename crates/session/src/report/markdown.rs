@@ -97,11 +97,17 @@ pub fn markdown(r: &Report) -> String {
             }
             for i in &t.items {
                 let done = if i.status == "done" { "x" } else { " " };
-                let tail = match (&i.evidence, &i.reason) {
+                let mut tail = match (&i.evidence, &i.reason) {
                     (Some(e), _) => format!(" — {}", code(e)),
                     (None, Some(reason)) => format!(" — {} ({})", md(&i.status), md(&one_line(reason, 200))),
                     _ => format!(" — {}", md(&i.status)),
                 };
+                if i.unchanged {
+                    tail.push_str(" — **cites lines this session did not change**");
+                }
+                if let Some(why) = &i.already_right {
+                    tail.push_str(&format!(" — already right, claimed: {}", md(&one_line(why, 200))));
+                }
                 putln!(o, "- [{done}] {}{tail}", md(&one_line(&i.item, 200)));
                 if let Some(q) = &i.quote {
                     if let Some(p) = &q.problem {

@@ -183,6 +183,10 @@ pub struct ItemReport {
     pub status: String,
     pub evidence: Option<String>,
     pub reason: Option<String>,
+    /// Done, citing lines the session did not change (seen at READY's completion).
+    pub unchanged: bool,
+    /// Done, with code the agent says was already right: why (its word).
+    pub already_right: Option<String>,
     /// The evidence lines, read from the commit the session made.
     pub quote: Option<code::Quote>,
 }
@@ -382,6 +386,8 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
                         .unwrap_or_default(),
                     evidence: i.evidence.clone(),
                     reason: i.reason.clone(),
+                    unchanged: i.unchanged,
+                    already_right: i.already_right.clone(),
                     quote: i.evidence.as_deref().and_then(|e| {
                         let (repo, commit) = (repo.as_ref()?, code_commit.as_deref()?);
                         quotes += 1;

@@ -1,7 +1,7 @@
 //! The facts the engine is given: evidence files, cited files, the documents of
 //! DOCUMENT_RESEARCH; and the checks of paths an agent names.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::lessons;
 use super::replies::{SessionResult, contract_error, invalid};
@@ -59,6 +59,51 @@ pub(super) fn evidence_facts(
             },
         };
         out.insert(path, fact);
+    }
+    out
+}
+
+/// READY: for each evidence file, the lines of it as it is that differ from the session's base
+/// (the task branch's base commit; without a task branch, HEAD): the lines the session wrote
+/// (or the user had changed before it). A file the base lacks is all new. Nothing where the base
+/// cannot be read: then no item is flagged, and the empty-implementation rule holds as before.
+pub(super) fn changed_lines(
+    ws: &Workspace,
+    state: &SessionState,
+    evidence: &BTreeMap<String, EvidenceFile>,
+) -> BTreeMap<String, BTreeSet<usize>> {
+    let mut out = BTreeMap::new();
+    if state.phase() != Phase::Ready || evidence.is_empty() {
+        return out;
+    }
+    let Ok(repo) = gix::open(ws.repo.root()) else { return out };
+    let base = match state.base_commit.as_deref() {
+        Some(hex) => gix::ObjectId::from_hex(hex.as_bytes()).ok(),
+        None => repo.head_id().ok().map(gix::Id::detach),
+    };
+    let Some(tree) = base.and_then(|id| code_intel_gitstate::refs::tree_of(&repo, id).ok()) else { return out };
+    let Ok(tree) = repo.find_tree(tree) else { return out };
+    for (path, fact) in evidence {
+        let EvidenceFile::Lines(now) = fact else { continue };
+        let before = match tree.lookup_entry_by_path(path) {
+            Ok(Some(entry)) => match entry.object() {
+                Ok(object) => String::from_utf8_lossy(&object.data).into_owned(),
+                Err(_) => continue,
+            },
+            Ok(None) => String::new(),
+            Err(_) => continue,
+        };
+        let before: Vec<&str> = before.lines().collect();
+        let now: Vec<&str> = now.iter().map(String::as_str).collect();
+        let mut written = BTreeSet::new();
+        for op in similar::capture_diff_slices(similar::Algorithm::Myers, &before, &now) {
+            if let similar::DiffOp::Insert { new_index, new_len, .. }
+            | similar::DiffOp::Replace { new_index, new_len, .. } = op
+            {
+                written.extend(new_index + 1..=new_index + new_len);
+            }
+        }
+        out.insert(path.clone(), written);
     }
     out
 }

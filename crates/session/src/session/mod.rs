@@ -38,8 +38,8 @@ use effects::{
     EffectFailure, SessionStep, history_record, new_session_id, report_record, session_writer, task_changes,
 };
 use facts::{
-    add_cited_files, check_repo_path, document_facts, documents_for, evidence_facts, far_symbols, past_failures_for,
-    resolve_target,
+    add_cited_files, changed_lines, check_repo_path, document_facts, documents_for, evidence_facts, far_symbols,
+    past_failures_for, resolve_target,
 };
 pub use replies::{
     ActiveStatus, CleanupReply, ErrorBody, ExploredAdded, InactiveStatus, KeptBranch, ReviewReply, SessionError,
@@ -247,8 +247,10 @@ impl Sessions {
         // engine checks.
         let payload = submit::decode_payload(&ws.contract, &checkpoint, &data).map_err(refused)?;
         let state = &checkpoint.orchestrator_state;
+        let evidence = evidence_facts(ws, state, &payload);
         let facts = Facts {
-            evidence: evidence_facts(ws, state, &payload),
+            changed_lines: changed_lines(ws, state, &evidence),
+            evidence,
             semantic_available: ws.semantic.available(),
             changed_files: (state.phase() == Phase::PreCommit).then(|| task_changes(ws, state)).flatten(),
             documents: document_facts(ws, &payload, &state.query),

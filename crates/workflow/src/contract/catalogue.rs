@@ -243,6 +243,7 @@ catalogue! {
     REVERT_QUALITY_ISSUES = ["session_messages", "revert_quality_issues"] ("issues", "count", "limit") Note;
     EVIDENCE_REOPENED = ["session_messages", "evidence_reopened"] ("tasks") Note;
     EVIDENCE_LINES_CHANGED = ["session_messages", "evidence_lines_changed"] () Note;
+    EVIDENCE_UNCHANGED = ["session_messages", "evidence_unchanged"] ("items") Note;
     SEMANTIC_UNAVAILABLE_SKIPPED = ["session_messages", "semantic_unavailable_skipped"] () Note;
     DOC_RESEARCH_NONE_REQUIRED = ["session_messages", "doc_research_none_required"] () Note;
     DOC_RESEARCH_NO_DOCUMENTS = ["session_messages", "doc_research_no_documents"] ("docs_path", "path") Note;

@@ -81,6 +81,27 @@ pub fn is_empty_implementation(path: &str, lines: &[String]) -> bool {
     true
 }
 
+/// Whether a line of `lines` stands in for code still to write: `pass`, `...`, a TODO or
+/// FIXME, `raise NotImplementedError`, `todo!()`, `unimplemented!()`, a not-implemented throw
+/// or panic. A doc comment or signature the session wrote is evidence; a stub it wrote is not.
+pub fn has_stub_marker(lines: &[String]) -> bool {
+    static STUB: OnceLock<Regex> = OnceLock::new();
+    let stub = STUB.get_or_init(|| {
+        Regex::new(
+            r#"(?ix)(
+                ^(pass|\.\.\.);?$
+              | \b(todo|fixme|xxx)\b
+              | \bnotimplemented(error)?\b
+              | \b(todo|unimplemented)!\s*\(
+              | not\s+(yet\s+)?implemented
+              | \bunsupportedoperation
+            )"#,
+        )
+        .expect("valid regex")
+    });
+    lines.iter().any(|l| stub.is_match(l.trim()))
+}
+
 fn is_placeholder(line: &str, ext: &str, hash_comments: bool) -> bool {
     static NOT_IMPLEMENTED: OnceLock<Regex> = OnceLock::new();
     let not_implemented = NOT_IMPLEMENTED.get_or_init(|| {
@@ -162,6 +183,28 @@ mod tests {
             "a.py:x",
         ] {
             assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn stub_markers_are_found_in_any_language() {
+        let has = |text: &str| has_stub_marker(&text.lines().map(str::to_owned).collect::<Vec<_>>());
+        for stub in [
+            "    pass",
+            "    ...",
+            "    todo!()",
+            "    # TODO: later",
+            "    raise NotImplementedError",
+            "  throw new Error('not implemented');",
+        ] {
+            assert!(has(&format!("def f():\n{stub}")), "{stub:?}");
+        }
+        for doc in [
+            "def f():\n    \"\"\"Says what f does.\"\"\"",
+            "/// Logs the user in.\npub fn login() {",
+            "# Explains passing tokens",
+        ] {
+            assert!(!has(doc), "{doc:?}");
         }
     }
 

@@ -357,6 +357,11 @@ pub struct ReportedItem {
     /// For skipped: why the item is not needed, in at least 10 characters.
     #[schemars(length(min = 10), regex(pattern = r"\S"))]
     pub reason: Option<String>,
+    /// For done, when the cited code was already right and this session did not change it:
+    /// why, in at least 10 characters. Without it, done items whose cited lines this session
+    /// did not change are flagged at READY's completion and in the report.
+    #[schemars(length(min = 10), regex(pattern = r"\S"))]
+    pub already_right: Option<String>,
 }
 
 /// Step 13: one task done.

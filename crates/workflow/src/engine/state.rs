@@ -87,6 +87,12 @@ pub struct ChecklistItem {
     /// re-checks them, so a later task that rewrote those lines reopens the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_hash: Option<String>,
+    /// Done, with code that was already right: why (the agent's word).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub already_right: Option<String>,
+    /// Done, citing lines the session did not change (found at READY's completion).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchanged: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -48,6 +48,9 @@ pub struct Facts {
     /// none, or no kernel sandbox can confine them). With any, `passed: true` needs a witnessed
     /// run.
     pub runnable_checks: Vec<String>,
+    /// READY: for each evidence path, the lines (1-based, of the file as it is) that differ
+    /// from the session's base: what the session wrote. A path missing here was not compared.
+    pub changed_lines: BTreeMap<String, BTreeSet<usize>>,
 }
 
 /// DOCUMENT_RESEARCH's checks, made by the adapter against the repository.

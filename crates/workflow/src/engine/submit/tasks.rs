@@ -51,6 +51,8 @@ pub(super) fn plan(contract: &Contract, session: &Checkpoint, p: &ReadyPlanPaylo
                         evidence: None,
                         reason: None,
                         evidence_hash: None,
+                        already_right: None,
+                        unchanged: false,
                     })
                     .collect()
             }
@@ -124,12 +126,18 @@ pub(super) fn complete(
                     return Err(fail(msg::CHECKLIST_EVIDENCE_REQUIRED, &[("item", &name)]));
                 };
                 let lines = check_evidence(&fail, evidence, facts)?;
+                let already_right = item.already_right.as_deref().map(str::trim).filter(|r| !r.is_empty());
+                if already_right.is_some_and(|r| r.chars().count() < MIN_REASON_CHARS) {
+                    return Err(fail(msg::CHECKLIST_REASON_REQUIRED, &[("item", &name)]));
+                }
                 checked.push(ChecklistItem {
                     item: name,
                     status: ItemStatus::Done,
                     evidence: Some(evidence.trim().to_owned()),
                     reason: None,
                     evidence_hash: Some(lines_hash(lines)),
+                    already_right: already_right.map(str::to_owned),
+                    unchanged: false,
                 });
             }
             Some("skipped") => {
@@ -143,6 +151,8 @@ pub(super) fn complete(
                     evidence: None,
                     reason: Some(reason.trim().to_owned()),
                     evidence_hash: None,
+                    already_right: None,
+                    unchanged: false,
                 });
             }
             _ => return Err(fail(msg::CHECKLIST_ITEM_PENDING, &[("item", &name)])),
@@ -179,7 +189,12 @@ fn check_evidence<'f>(fail: &Fail, evidence: &str, facts: &'f Facts) -> Result<&
                 return Err(fail(msg::CHECKLIST_EVIDENCE_LINE_OUT_OF_RANGE, &[("line", &line), ("total", &total)]));
             }
             let cited = &lines[r.start - 1..r.end];
-            if evidence::is_empty_implementation(&r.path, cited) {
+            // Lines with no code beyond a signature, comments or a docstring are real work when
+            // the session wrote them (a doc comment, a changed signature) and stub nothing;
+            // cited unchanged, they prove nothing.
+            let written = facts.changed_lines.get(&r.path).is_some_and(|c| c.range(r.start..=r.end).next().is_some());
+            let documented = written && !evidence::has_stub_marker(cited);
+            if !documented && evidence::is_empty_implementation(&r.path, cited) {
                 return Err(fail(msg::CHECKLIST_EVIDENCE_EMPTY_IMPL, &[("evidence", evidence)]));
             }
             Ok(cited)
@@ -227,10 +242,30 @@ pub(super) fn reopen_stale(
                     evidence: None,
                     reason: None,
                     evidence_hash: None,
+                    already_right: None,
+                    unchanged: false,
                 };
             }
             reopened.push((task.id.clone(), evidence, why));
         }
     }
     reopened
+}
+
+/// READY's completion: marks each done item whose cited lines the session did not change
+/// (where that was compared) and that does not say the code was already right; returns
+/// `task: evidence` for each.
+pub(super) fn flag_unchanged(next: &mut SessionState, facts: &Facts) -> Vec<String> {
+    let mut flagged = Vec::new();
+    for task in next.tasks.iter_mut().filter(|t| t.status == TaskStatus::Completed) {
+        for item in task.checklist.iter_mut().filter(|i| i.status == ItemStatus::Done) {
+            let Some(r) = item.evidence.as_deref().and_then(evidence::parse_any_order) else { continue };
+            let Some(changed) = facts.changed_lines.get(&r.path) else { continue };
+            item.unchanged = item.already_right.is_none() && changed.range(r.start..=r.end).next().is_none();
+            if item.unchanged {
+                flagged.push(format!("{}: {}", task.id, item.evidence.as_deref().unwrap_or_default()));
+            }
+        }
+    }
+    flagged
 }

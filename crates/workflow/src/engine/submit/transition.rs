@@ -141,6 +141,11 @@ impl Step<'_> {
                 }
                 let reopened = tasks::reopen_stale(self.contract, self.session, st, self.facts);
                 if reopened.is_empty() {
+                    let unchanged = tasks::flag_unchanged(st, self.facts);
+                    if !unchanged.is_empty() {
+                        out.warning =
+                            Some(self.contract.message(&msg::EVIDENCE_UNCHANGED, &[("items", &unchanged.join("; "))]));
+                    }
                     flow::after_ready(flags)
                 } else {
                     let list: Vec<String> =
