@@ -139,6 +139,7 @@ async fn a_finished_session_reports_what_it_researched_proved_changed_and_tested
     // The QueryFrame with its quotes, the hypothesis, the impact set, the review decision.
     assert_eq!(r["query_frame"]["slots"]["target_feature"]["quote"], "a logout function");
     assert_eq!(r["hypotheses"][0]["hypothesis"], "login keeps the user on the session");
+    assert_eq!(r["hypotheses"][0]["evidence_kind"], "code", "its evidence is a line of code that exists");
     assert_eq!(r["impact"]["must_verify"][0], "src/auth.py: login and logout share the session");
     assert_eq!(r["reviews"][0]["reviewed_files"][0]["action"], " keep");
     assert_eq!(r["verification"][0]["passed"], "true");
@@ -233,6 +234,7 @@ async fn a_finished_session_reports_what_it_researched_proved_changed_and_tested
         assert!(md.contains(section), "{section} in\n{md}");
     }
     assert!(md.contains("“a logout function”"), "{md}");
+    assert!(md.contains("- **confirmed** (code): login keeps the user on the session"), "{md}");
     assert!(md.contains(&format!("{:>5}  def logout(session):", cited[0].0)), "{md}");
     assert!(md.contains("**partial** logout does not clear the token yet"), "{md}");
     assert!(md.contains("- **passed**, as the agent reported"), "{md}");

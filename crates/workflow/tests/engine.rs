@@ -7,7 +7,7 @@ mod harness;
 use code_intel_workflow::contract::catalogue;
 use code_intel_workflow::engine::evidence::EvidenceFile;
 use code_intel_workflow::engine::phase::Phase;
-use code_intel_workflow::engine::state::{Flags, GateLevel, Intent, TaskStatus, WitnessedRun};
+use code_intel_workflow::engine::state::{EvidenceKind, Flags, GateLevel, Intent, TaskStatus, WitnessedRun};
 use code_intel_workflow::engine::submit::{BranchChoice, Effect};
 use harness::{Session, flags};
 use serde_json::{Value, json};
@@ -319,6 +319,65 @@ fn semantic_and_verification_failures() {
         "payload_mismatch",
     );
     assert_eq!(r["message"], s.message(&["failures", "VERIFICATION", "result_false_exists"], &[]));
+}
+
+#[test]
+fn a_hypothesis_is_kept_with_what_its_evidence_is() {
+    let mut s = Session::new(Intent::Implement, Flags::default());
+    s.doc();
+    s.frame();
+    s.explore();
+    s.gate("needs_more_information", false);
+    s.gate("has_unverified_hypotheses", true);
+    let verify = |evidence: Value| {
+        json!({"hypotheses_verified": [{"hypothesis": "login checks the store", "result": true, "evidence": evidence}],
+               "tools_used": [], "summary": "s"})
+    };
+    // A run the server never made, or code that is not there: refused, naming it.
+    let r = s.err(verify(json!("run:3")), "payload_mismatch");
+    assert_eq!(
+        r["message"],
+        s.message(
+            &["failures", "VERIFICATION", "hypothesis_run_unknown"],
+            &[("index", "0"), ("run", "3"), ("runs", "none yet")]
+        )
+    );
+    let r = s.err(verify(json!(["src/auth.py:40"])), "payload_mismatch");
+    assert_eq!(
+        r["message"],
+        s.message(
+            &["failures", "VERIFICATION", "hypothesis_evidence_invalid"],
+            &[("index", "0"), ("evidence", "src/auth.py:40")]
+        )
+    );
+    s.cp.orchestrator_state.witnessed_runs.push(WitnessedRun {
+        id: 3,
+        verify_command: "python3 -m unittest".into(),
+        command: "python3 -m unittest".into(),
+        phase: "VERIFICATION".into(),
+        after_ready_visits: 0,
+        exit_code: 0,
+        timed_out: false,
+        duration_ms: 1,
+        runner: None,
+        passed: None,
+        failed: None,
+        skipped: None,
+        failing: Vec::new(),
+        tail: String::new(),
+    });
+    let payload = json!({"hypotheses_verified": [
+        {"hypothesis": "login checks the store", "result": true, "evidence": "src/auth.py:2-3"},
+        {"hypothesis": "the store is asked once", "result": true, "evidence": "run:3, src/auth.py:3"},
+        {"hypothesis": "nothing else calls it", "result": true, "evidence": "only login is public"}],
+        "tools_used": [], "summary": "s"});
+    s.ok(payload);
+    let kinds: Vec<(EvidenceKind, Vec<u32>)> =
+        s.cp.orchestrator_state.hypotheses.iter().map(|h| (h.kind, h.runs.clone())).collect();
+    assert_eq!(
+        kinds,
+        [(EvidenceKind::Code, vec![]), (EvidenceKind::WitnessedRun, vec![3]), (EvidenceKind::Reasoning, vec![])]
+    );
 }
 
 // ---- TestTaskOrchestration

@@ -138,7 +138,12 @@ pub fn html(r: &Report) -> String {
         o.push_str("<h2>Hypotheses</h2><ul>");
         for h in &r.hypotheses {
             let (class, mark) = if truthy(&h["result"]) { ("ok", "confirmed") } else { ("bad", "not confirmed") };
-            put!(o, "<li><span class=\"{class}\">{mark}</span> {}", e(&text(&h["hypothesis"])));
+            put!(
+                o,
+                "<li><span class=\"{class}\">{mark}</span><span class=\"muted\">{}</span> {}",
+                e(&super::markdown::evidence_kind(h)),
+                e(&text(&h["hypothesis"]))
+            );
             if !h["evidence"].is_null() {
                 put!(o, "<br><span class=\"muted\">evidence:</span> {}", e(&text(&h["evidence"])));
             }

@@ -77,7 +77,7 @@ pub fn markdown(r: &Report) -> String {
         putln!(o, "\n## Hypotheses\n");
         for h in &r.hypotheses {
             let mark = if truthy(&h["result"]) { "confirmed" } else { "not confirmed" };
-            putln!(o, "- **{mark}**: {}", md(&one_line(&text(&h["hypothesis"]), 300)));
+            putln!(o, "- **{mark}**{}: {}", evidence_kind(h), md(&one_line(&text(&h["hypothesis"]), 300)));
             if !h["evidence"].is_null() {
                 putln!(o, "  - evidence: {}", md(&one_line(&text(&h["evidence"]), 400)));
             }
@@ -380,6 +380,20 @@ fn nested(o: &mut String, v: &serde_json::Value, depth: usize) {
         other => {
             putln!(o, "{pad}- {}", one_line(&text(other), 300));
         }
+    }
+}
+
+/// What a hypothesis's evidence is, as the server judged it (nothing for a session from before
+/// it judged): " (witnessed run 2)", " (code)", " (reasoning only, claimed)".
+pub(super) fn evidence_kind(h: &serde_json::Value) -> String {
+    match h["evidence_kind"].as_str() {
+        Some("witnessed_run") => {
+            let runs: Vec<String> = h["runs"].as_array().into_iter().flatten().map(|r| r.to_string()).collect();
+            format!(" (witnessed run {})", runs.join(", "))
+        }
+        Some("code") => " (code)".to_owned(),
+        Some("reasoning") => " (reasoning only, claimed)".to_owned(),
+        _ => String::new(),
     }
 }
 

@@ -330,10 +330,21 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
         steps.iter().filter(|s| s.phase == phase).map(|s| &s.payload).collect()
     };
     let last = |phase: &str| payloads(phase).last().map(|p| (*p).clone());
-    let hypotheses = payloads("VERIFICATION")
-        .into_iter()
-        .flat_map(|p| p["hypotheses_verified"].as_array().cloned().unwrap_or_default())
-        .collect();
+    // As the server judged them (what the evidence is); a session from before that, as sent.
+    let hypotheses = if st.hypotheses.is_empty() {
+        payloads("VERIFICATION")
+            .into_iter()
+            .flat_map(|p| p["hypotheses_verified"].as_array().cloned().unwrap_or_default())
+            .collect()
+    } else {
+        st.hypotheses
+            .iter()
+            .map(|h| {
+                serde_json::json!({"hypothesis": h.hypothesis, "result": true, "evidence": h.evidence.join(", "),
+                                   "evidence_kind": h.kind, "runs": h.runs})
+            })
+            .collect()
+    };
     let mut git = GitFacts {
         task_branch: st.task_branch.clone(),
         base_branch: st.base_branch.clone(),

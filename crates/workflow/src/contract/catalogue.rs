@@ -71,6 +71,8 @@ catalogue! {
     EMPTY_SEARCH_RESULTS = ["failures", "SEMANTIC", "empty_search_results"] () Shape;
     EMPTY_HYPOTHESES = ["failures", "VERIFICATION", "empty_hypotheses"] () Shape;
     RESULT_FALSE_EXISTS = ["failures", "VERIFICATION", "result_false_exists"] () Content;
+    HYPOTHESIS_RUN_UNKNOWN = ["failures", "VERIFICATION", "hypothesis_run_unknown"] ("index", "run", "runs") Content;
+    HYPOTHESIS_EVIDENCE_INVALID = ["failures", "VERIFICATION", "hypothesis_evidence_invalid"] ("index", "evidence") Content;
     EMPTY_IMPACT_SUMMARY = ["failures", "IMPACT_ANALYSIS", "empty_impact_summary"] () Shape;
 
     BRANCH_CREATION_FAILED = ["failures", "READY", "branch_creation_failed"] () Failure;

@@ -242,9 +242,37 @@ pub struct Hypothesis {
     /// drop the hypothesis.
     #[schemars(required)]
     pub result: Option<Flag>,
-    /// file:line places or tool output that show it.
+    /// What shows it: path:line of code, run:N of a run_check run, or words (reasoning
+    /// only); one string or a list of them.
     #[schemars(with = "String")]
     pub evidence: Option<Value>,
+}
+
+impl Hypothesis {
+    /// The evidence as items: a list's strings, or one string split at commas, semicolons and
+    /// line breaks; each trimmed, the empty ones left out.
+    pub fn evidence_items(&self) -> Vec<String> {
+        let texts: Vec<String> = match &self.evidence {
+            Some(Value::String(s)) => s.split([',', ';', '\n']).map(str::to_owned).collect(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
+            Some(Value::Null) | None => Vec::new(),
+            Some(other) => vec![other.to_string()],
+        };
+        texts.into_iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect()
+    }
+}
+
+/// The witnessed run an evidence item names (`run:3`, `run 3`, `run #3`), if it is one.
+pub fn cited_run(item: &str) -> Option<u32> {
+    let rest = item.trim().strip_prefix("run").or_else(|| item.trim().strip_prefix("Run"))?;
+    let rest = rest.trim_start_matches([':', ' ', '#']);
+    rest.parse().ok()
 }
 
 /// Step 9: hypotheses checked one by one.

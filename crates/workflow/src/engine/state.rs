@@ -187,6 +187,32 @@ pub struct SessionState {
     /// [`MAX_WITNESSED_RUNS`] kept.
     #[serde(default)]
     pub witnessed_runs: Vec<WitnessedRun>,
+    /// VERIFICATION's hypotheses, each with what its evidence is, as the server judged it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hypotheses: Vec<VerifiedHypothesis>,
+}
+
+/// What a hypothesis's evidence is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceKind {
+    /// A run the server witnessed (`run:N`).
+    WitnessedRun,
+    /// `path:line` of code that exists.
+    Code,
+    /// Words alone: the agent's reasoning.
+    Reasoning,
+}
+
+/// A hypothesis VERIFICATION accepted, with its evidence as given and its kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifiedHypothesis {
+    pub hypothesis: String,
+    pub evidence: Vec<String>,
+    pub kind: EvidenceKind,
+    /// The witnessed runs it cites.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<u32>,
 }
 
 /// The most witnessed runs a session keeps.

@@ -156,6 +156,7 @@ pub fn start(contract: &Contract, p: StartParams) -> (Checkpoint, PhaseResponse)
         verify_commands: p.verify_commands,
         ready_visits: 0,
         witnessed_runs: Vec::new(),
+        hypotheses: Vec::new(),
     };
     let session = Checkpoint { orchestrator_state: state, phase_payloads: BTreeMap::new(), trail: Vec::new() };
     let response = response::for_phase(contract, &session);
@@ -207,6 +208,14 @@ pub fn evidence_paths(state: &SessionState, payload: &Payload) -> Vec<String> {
             .flat_map(|t| &t.checklist)
             .filter_map(|item| item.evidence.as_deref())
             .filter_map(evidence::parse_any_order)
+            .map(|e| e.path)
+            .collect(),
+        Body::Verification(p) => p
+            .hypotheses_verified
+            .iter()
+            .flatten()
+            .flat_map(|h| h.evidence_items())
+            .filter_map(|e| evidence::parse_any_order(&e))
             .map(|e| e.path)
             .collect(),
         Body::ReadyImpl(p) => p

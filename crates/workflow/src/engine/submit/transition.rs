@@ -5,11 +5,12 @@ use serde_json::Value;
 
 use super::{BranchChoice, Effect, MIN_REASON_CHARS, Outcome, Step, normalize_rel, tasks};
 use crate::contract::catalogue::{self as msg, Msg};
+use crate::engine::evidence::{self, EvidenceFile};
 use crate::engine::flow::{self, Next};
 use crate::engine::payload::{self, Body};
 use crate::engine::phase::{Phase, ReadyStep};
 use crate::engine::response::Refused;
-use crate::engine::state::{Checkpoint, GateLevel, SessionState};
+use crate::engine::state::{Checkpoint, EvidenceKind, GateLevel, SessionState, VerifiedHypothesis};
 
 impl Step<'_> {
     /// The phase's own checks and effects on `next`; returns where the session goes.
@@ -97,6 +98,11 @@ impl Step<'_> {
                 if list.iter().any(|h| h.result.is_some_and(|r| !r.0)) {
                     return Err(self.refuse(msg::RESULT_FALSE_EXISTS, &[]));
                 }
+                let mut judged = Vec::new();
+                for (i, h) in list.iter().enumerate() {
+                    judged.push(self.judge_hypothesis(i, h, state)?);
+                }
+                st.hypotheses.extend(judged);
                 Next::Phase(Phase::Q3, None)
             }
             Body::ImpactAnalysis(p) => {
@@ -244,6 +250,49 @@ impl Step<'_> {
     }
 
     /// A gate's answer: a bool and a reason of at least [`MIN_REASON_CHARS`].
+    /// A confirmed hypothesis's evidence, judged: `run:N` must name a run the server
+    /// witnessed, `path:line` code that exists; words alone make it reasoning only.
+    fn judge_hypothesis(
+        &self,
+        index: usize,
+        h: &payload::Hypothesis,
+        state: &SessionState,
+    ) -> Result<VerifiedHypothesis, Refused> {
+        let items = h.evidence_items();
+        let (mut runs, mut code) = (Vec::new(), false);
+        for item in &items {
+            if let Some(run) = payload::cited_run(item) {
+                if !state.witnessed_runs.iter().any(|r| r.id == run) {
+                    let known: Vec<String> = state.witnessed_runs.iter().map(|r| format!("run:{}", r.id)).collect();
+                    let known = if known.is_empty() { "none yet".to_owned() } else { known.join(", ") };
+                    return Err(self.refuse(
+                        msg::HYPOTHESIS_RUN_UNKNOWN,
+                        &[("index", &index.to_string()), ("run", &run.to_string()), ("runs", &known)],
+                    ));
+                }
+                runs.push(run);
+            } else if let Some(r) = evidence::parse(item) {
+                let real = matches!(self.facts.evidence.get(&r.path), Some(EvidenceFile::Lines(lines)) if r.end <= lines.len());
+                if !real {
+                    return Err(self.refuse(
+                        msg::HYPOTHESIS_EVIDENCE_INVALID,
+                        &[("index", &index.to_string()), ("evidence", item)],
+                    ));
+                }
+                code = true;
+            }
+        }
+        let kind = if !runs.is_empty() {
+            EvidenceKind::WitnessedRun
+        } else if code {
+            EvidenceKind::Code
+        } else {
+            EvidenceKind::Reasoning
+        };
+        let hypothesis = h.hypothesis.as_deref().unwrap_or_default().trim().to_owned();
+        Ok(VerifiedHypothesis { hypothesis, evidence: items, kind, runs })
+    }
+
     pub(super) fn gate(&self, gate: Phase, answer: Option<&Value>, reason: Option<&Value>) -> Result<Next, Refused> {
         let [required, reason_required, wrong_type, reason_length] = gate_messages(gate);
         let answer = match answer {
