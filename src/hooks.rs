@@ -187,13 +187,34 @@ pub fn pre_tool_use_from_stdin(start: &Path, client: Client) -> Verdict {
             &[("why", &why), ("session_id", &stored.checkpoint.orchestrator_state.session_id)],
         ))
     };
-    match event {
-        Ok(event) => match tool_action(client, &event) {
-            Some(action) => rewrite_or_judge(&ws, &stored, client, &event, &action),
+    let verdict = match &event {
+        Ok(event) => match tool_action(client, event) {
+            Some(action) => rewrite_or_judge(&ws, &stored, client, event, &action),
             None => unreadable("the event names no tool_name".into()),
         },
-        Err(why) => unreadable(why),
+        Err(why) => unreadable(why.clone()),
+    };
+    if let Verdict::Block(reason) = &verdict {
+        log_refusal(&ws, &stored, client, event.as_ref().ok(), reason);
     }
+    verdict
+}
+
+/// Keeps a refusal for the session's report ([`code_intel_session::hook_log`]).
+fn log_refusal(ws: &Workspace, stored: &Stored, client: Client, event: Option<&Value>, reason: &str) {
+    let Ok(repo) = gix::open(ws.repo.root()) else { return };
+    let tool = event.and_then(|e| e.get("tool_name")).and_then(Value::as_str).unwrap_or("(unreadable event)");
+    let input = event.and_then(|e| e.get("tool_input"));
+    let what = ["command", "file_path", "notebook_path", "input", "patch"]
+        .iter()
+        .find_map(|k| input.and_then(|i| i.get(*k)).and_then(Value::as_str))
+        .unwrap_or_default();
+    let client = match client {
+        Client::ClaudeCode => "claude",
+        Client::Codex => "codex",
+    };
+    let refusal = code_intel_session::hook_log::HookRefusal::new(client, tool, what, reason);
+    code_intel_session::hook_log::record(repo.git_dir(), &stored.checkpoint.orchestrator_state.session_id, &refusal);
 }
 
 /// Which session guards a tool call.

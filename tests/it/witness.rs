@@ -299,3 +299,37 @@ async fn evidence_is_read_against_what_the_session_changed() {
     assert!(report.contains("`src/auth.py:19-20` — **cites lines this session did not change**"), "{report}");
     assert!(report.contains("already right, claimed: login already returns a Session for the user"), "{report}");
 }
+
+/// The hooks' refusals are the session's too: each is logged in the git directory and the
+/// report lists them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_lists_what_the_hooks_refused() {
+    if !pytest_installed() {
+        eprintln!("skipped: pytest is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let repo = committed_project();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client).await;
+    // Before READY: a write through Claude Code's Write tool is refused.
+    let event = json!({"hook_event_name": "PreToolUse", "tool_name": "Write", "cwd": root,
+                       "tool_input": {"file_path": root.join("src/auth.py"), "content": "x"}});
+    let (code, _, why) = run_cli(root, &["hook", "claude-pre-tool-use"], &event.to_string());
+    assert_eq!(code, 2, "{why}");
+    implement_to_verify(&client, root).await;
+    crate::common::mcp_client::witness_tests(&client).await;
+    let verdict = json!({"verifier_used": "verifiers/tests.md", "passed": true, "details": "green", "tools_used": ["run_check"], "summary": "ok"});
+    assert_eq!(submit(&client, verdict).await["phase"], "SESSION_COMPLETE");
+    client.cancel().await.unwrap();
+    let (code, out, err) = run_cli(root, &["--json", "report"], "");
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let refusals = report["hook_refusals"].as_array().unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!((refusals[0]["client"].as_str(), refusals[0]["tool"].as_str()), (Some("claude"), Some("Write")));
+    assert!(refusals[0]["input"].as_str().unwrap_or_default().ends_with("src/auth.py"), "{refusals:?}");
+    assert_eq!(refusals[0]["reason"].as_str(), why.lines().next(), "{refusals:?}");
+    let (_, md, _) = run_cli(root, &["report"], "");
+    assert!(md.contains("## Hook refusals") && md.contains("| claude | Write |"), "{md}");
+}

@@ -141,7 +141,7 @@ impl ModesPending {
         let dir = Self::dir(repo);
         let path = dir.join(format!("{}{}", Self::PREFIX, std::process::id()));
         let nanos = started.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
-        let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, nanos.to_string()));
+        let written = code_intel_gitstate::write_atomically(&path, nanos.to_string().as_bytes());
         match written {
             Ok(()) => Some(ModesPending { path }),
             Err(e) => {

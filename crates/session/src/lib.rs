@@ -16,6 +16,7 @@ pub mod branches;
 pub mod confine;
 pub mod context;
 mod error;
+pub mod hook_log;
 pub mod patch;
 pub mod report;
 pub mod session;

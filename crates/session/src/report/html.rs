@@ -234,6 +234,22 @@ pub fn html(r: &Report) -> String {
         o.push_str("</ul>\n");
     }
 
+    if !r.hook_refusals.is_empty() {
+        o.push_str("<h2>Hook refusals</h2>\n<p class=\"muted\">Tool calls the hooks refused during the session (logged in this clone).</p>\n<table><tr><th>When</th><th>Client</th><th>Tool</th><th>Input</th><th>Why</th></tr>");
+        for h in &r.hook_refusals {
+            put!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+                e(&h.at),
+                e(&h.client),
+                e(&h.tool),
+                e(&h.input),
+                e(&h.reason)
+            );
+        }
+        o.push_str("</table>\n");
+    }
+
     if !r.reviews.is_empty() || !r.quality_reviews.is_empty() {
         o.push_str("<h2>Review decisions</h2>\n");
         for rv in &r.reviews {

@@ -165,6 +165,26 @@ pub fn markdown(r: &Report) -> String {
         }
     }
 
+    if !r.hook_refusals.is_empty() {
+        putln!(o, "\n## Hook refusals\n");
+        putln!(o, "Tool calls the hooks refused during the session (logged in this clone):\n");
+        putln!(o, "| When | Client | Tool | Input | Why |\n|---|---|---|---|---|");
+        for h in &r.hook_refusals {
+            putln!(
+                o,
+                "| {} | {} | {} | {} | {} |",
+                cell(&h.at),
+                cell(&h.client),
+                cell(&h.tool),
+                cell_code(&h.input),
+                cell(&h.reason)
+            );
+        }
+        if r.hook_refusals.len() >= crate::hook_log::MAX_RECORDS {
+            putln!(o, "\nThe log is full: later refusals were not kept.");
+        }
+    }
+
     if !r.reviews.is_empty() || !r.quality_reviews.is_empty() {
         putln!(o, "\n## Review\n");
         for (n, rv) in r.reviews.iter().enumerate() {

@@ -119,6 +119,9 @@ pub struct Report {
     /// The checks the server ran itself (`run_check`), oldest first: what verification is
     /// judged against.
     pub witnessed_runs: Vec<WitnessedRun>,
+    /// What the hooks refused during the session, as logged in this clone
+    /// ([`crate::hook_log`]).
+    pub hook_refusals: Vec<crate::hook_log::HookRefusal>,
     pub git: GitFacts,
     pub diff: Vec<code::FileDiff>,
     pub counters: Counters,
@@ -456,6 +459,7 @@ fn assemble(root: &Path, (kept, provenance): (Kept, Provenance)) -> Result<Repor
         quality_reviews: payloads("QUALITY_REVIEW").into_iter().cloned().collect(),
         verify_commands: st.verify_commands.clone(),
         witnessed_runs: st.witnessed_runs.clone(),
+        hook_refusals: repo.as_ref().map(|r| crate::hook_log::read(r.git_dir(), &st.session_id)).unwrap_or_default(),
         git,
         diff,
         counters: st.counters,
