@@ -194,10 +194,60 @@ pub fn pre_tool_use_from_stdin(start: &Path, client: Client) -> Verdict {
         },
         Err(why) => unreadable(why.clone()),
     };
-    if let Verdict::Block(reason) = &verdict {
-        log_refusal(&ws, &stored, client, event.as_ref().ok(), reason);
+    match (&verdict, event.as_ref()) {
+        (Verdict::Block(reason), event) => log_refusal(&ws, &stored, client, event.ok(), reason),
+        (_, Ok(event)) => log_reads(&ws, &stored, event),
+        _ => {}
     }
     verdict
+}
+
+/// Programs whose file operands an agent reads the code of: their operands that are files of
+/// the work tree count as shown to it.
+const READERS: &[&str] = &["cat", "head", "tail", "nl", "less", "more", "bat", "sed", "view"];
+
+/// The files of the work tree a tool call lets the agent read (Claude Code's Read; a plain
+/// `cat`, `sed -n`, `head`… of either client's shell), relative to the root.
+fn read_files(ws: &Workspace, event: &Value) -> Vec<String> {
+    let input = event.get("tool_input");
+    let cwd = event_cwd(event);
+    let candidates: Vec<String> = match event.get("tool_name").and_then(Value::as_str) {
+        Some("Read") => input
+            .and_then(|i| i.get("file_path"))
+            .and_then(Value::as_str)
+            .map(|p| anchor(cwd.as_deref(), p))
+            .into_iter()
+            .collect(),
+        Some(_) => {
+            let command = shell_command(input.and_then(|i| i.get("command").or_else(|| i.get("cmd"))));
+            match command.as_deref().and_then(plain_words) {
+                Some(words) if words.first().is_some_and(|w| READERS.contains(&w.as_str())) => {
+                    words[1..].iter().filter(|w| !w.starts_with('-')).map(|w| anchor(cwd.as_deref(), w)).collect()
+                }
+                _ => Vec::new(),
+            }
+        }
+        None => Vec::new(),
+    };
+    candidates
+        .iter()
+        .filter_map(|p| ws.repo.resolve(p).ok().filter(|abs| abs.is_file()).and_then(|abs| ws.repo.relative(&abs)))
+        .collect()
+}
+
+/// Notes the files an allowed call reads, so they count as explored
+/// ([`code_intel_session::hook_log`]).
+fn log_reads(ws: &Workspace, stored: &Stored, event: &Value) {
+    let files = read_files(ws, event);
+    if files.is_empty() {
+        return;
+    }
+    let Ok(repo) = gix::open(ws.repo.root()) else { return };
+    code_intel_session::hook_log::record_reads(
+        repo.git_dir(),
+        &stored.checkpoint.orchestrator_state.session_id,
+        &files,
+    );
 }
 
 /// Keeps a refusal for the session's report ([`code_intel_session::hook_log`]).

@@ -401,10 +401,11 @@ pub const CODEX_HOOKS_FILE: &str = ".codex/hooks.json";
 /// One hook: the event, the tools it matches (None: every occurrence), the command.
 pub type HookEntry = (&'static str, Option<&'static str>, &'static str);
 
-/// Claude Code: the file-writing tools and Bash are judged; SessionStart re-injects the phase
-/// (at startup, resume, `/clear` and compaction).
+/// Claude Code: the file-writing tools and Bash are judged, and Read is seen (a file it opens
+/// counts as explored); SessionStart re-injects the phase (at startup, resume, `/clear` and
+/// compaction).
 pub const CLAUDE_HOOKS: &[HookEntry] = &[
-    ("PreToolUse", Some("Edit|Write|MultiEdit|NotebookEdit|Bash"), "git-code-intel hook claude-pre-tool-use"),
+    ("PreToolUse", Some("Edit|Write|MultiEdit|NotebookEdit|Bash|Read"), "git-code-intel hook claude-pre-tool-use"),
     ("SessionStart", None, "git-code-intel hook claude-session-start"),
 ];
 

@@ -484,7 +484,8 @@ async fn hooks_status_and_clean_follow_the_session() {
     assert!(reason.contains("QUERY_FRAME"), "{reason}");
     assert_eq!(hook(root, "Bash", json!({"command": "git commit -am wip"})).0, 2);
     assert_eq!(hook(root, "Bash", json!({"command": "git status && ls src"})).0, 0);
-    assert_eq!(hook(root, "Read", json!({"file_path": "src/auth.py"})).0, 0);
+    // Reading is allowed, and what the client's Read opens counts as explored (below, in READY).
+    assert_eq!(hook(root, "Read", json!({"file_path": "src/app.py"})).0, 0);
     let (_, start_text, _) = cli(root, &["hook", "claude-session-start"], "");
     assert!(start_text.contains("phase QUERY_FRAME (step 4)"), "{start_text}");
     // Input that cannot be judged while a session is active is blocked, with the fix named.
@@ -514,6 +515,7 @@ async fn hooks_status_and_clean_follow_the_session() {
     assert!(reason.contains("write_blocked"), "{reason}");
     assert_eq!(hook(root, "Edit", json!({"file_path": "/etc/passwd"})).0, 2);
     assert_eq!(hook(root, "Bash", json!({"command": "echo x > notes.txt"})).0, 0);
+    assert_eq!(hook(root, "Edit", json!({"file_path": "src/app.py"})).0, 0, "read through the client's Read");
 
     // clean: checkpoints gone, state reset, hooks allow again.
     let (code, out, _) = cli(root, &["clean"], "");

@@ -333,3 +333,62 @@ async fn the_report_lists_what_the_hooks_refused() {
     let (_, md, _) = run_cli(root, &["report"], "");
     assert!(md.contains("## Hook refusals") && md.contains("| claude | Write |"), "{md}");
 }
+
+/// A file a tool showed in READY is writable through the client's own tools too: the hooks
+/// judge by the stored session, which takes in what the tools showed when check_write_target
+/// allows the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_a_tool_showed_in_ready_passes_the_hook_as_it_passed_check_write_target() {
+    let repo = committed_project();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
+                          "tools_used": [], "summary": "plan"})).await;
+    let write = json!({"hook_event_name": "PreToolUse", "tool_name": "Write", "cwd": root,
+                       "tool_input": {"file_path": root.join("src/app.py"), "content": "x = 1\n"}});
+    let (code, _, why) = run_cli(root, &["hook", "claude-pre-tool-use"], &write.to_string());
+    assert_eq!(code, 2, "never shown: refused ({why})");
+    ok(&client, "get_symbols", json!({"path": "src/app.py"})).await;
+    let allowed = ok(&client, "check_write_target", json!({"file_path": "src/app.py"})).await;
+    assert_eq!(allowed["allowed"], true, "{allowed}");
+    let (code, _, why) = run_cli(root, &["hook", "claude-pre-tool-use"], &write.to_string());
+    assert_eq!(code, 0, "allowed by check_write_target, refused by the hook: {why}");
+    client.cancel().await.unwrap();
+}
+
+/// A file the client's own tools read (Claude Code's Read, a plain `sed -n`/`cat` of either
+/// client's shell) counts as shown: the hooks note the read, and the file is explored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_the_clients_read_tool_opened_counts_as_explored() {
+    let repo = committed_project();
+    let root = repo.path();
+    let client = connect(root).await;
+    start(&client).await;
+    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
+    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
+                          "tools_used": [], "summary": "plan"})).await;
+    let r = err(&client, "check_write_target", json!({"file_path": "src/app.py"})).await;
+    assert_eq!(r["error"], "write_blocked", "{r}");
+    let read = json!({"hook_event_name": "PreToolUse", "tool_name": "Read", "cwd": root,
+                      "tool_input": {"file_path": root.join("src/app.py")}});
+    let (code, _, why) = run_cli(root, &["hook", "claude-pre-tool-use"], &read.to_string());
+    assert_eq!(code, 0, "{why}");
+    let allowed = ok(&client, "check_write_target", json!({"file_path": "src/app.py"})).await;
+    assert_eq!(allowed["allowed"], true, "{allowed}");
+    // Codex reads through its shell; a plain reader command of a file counts the same.
+    let shell = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": root, "session_id": "s", "turn_id": "t",
+                       "tool_input": {"command": "sed -n '1,40p' tests/test_auth.py"}});
+    let (code, _, why) = run_cli(root, &["hook", "codex-pre-tool-use"], &shell.to_string());
+    assert_eq!(code, 0, "{why}");
+    let allowed = ok(&client, "check_write_target", json!({"file_path": "tests/test_auth.py"})).await;
+    assert_eq!(allowed["allowed"], true, "{allowed}");
+    // Named in a command that only lists it: not read.
+    let listing = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": root, "session_id": "s", "turn_id": "t",
+                         "tool_input": {"command": "ls docs/auth.md"}});
+    run_cli(root, &["hook", "codex-pre-tool-use"], &listing.to_string());
+    let r = err(&client, "check_write_target", json!({"file_path": "docs/auth.md"})).await;
+    assert_eq!(r["error"], "write_blocked", "{r}");
+    client.cancel().await.unwrap();
+}

@@ -1,7 +1,9 @@
-//! What the hooks refused during a session, for its report: one JSON line per refusal in the
-//! work tree's git directory (`code-intel/hook-refusals/<session>.jsonl`), out of the agent's
-//! reach under the kernel sandbox. Capped at [`MAX_RECORDS`] lines; a line that cannot be
-//! written is lost, never the verdict. A local record: a teammate's clone has none of it.
+//! What the hooks saw during a session, kept in the work tree's git directory (out of the
+//! agent's reach under the kernel sandbox): what they refused, for its report (one JSON line per
+//! refusal, `code-intel/hook-refusals/<session>.jsonl`, capped at [`MAX_RECORDS`]), and which
+//! files the client's own tools read (`code-intel/reads/<session>`, one path per line, capped
+//! at [`MAX_READS`]), which count as explored. A line that cannot be written is lost, never the
+//! verdict. A local record: a teammate's clone has none of it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -51,10 +53,46 @@ fn shorten(text: &str) -> String {
 /// The log of `session_id` in the git directory `git_dir`; None for an id that is not one of
 /// ours (it names a file).
 fn path(git_dir: &Path, session_id: &str) -> Option<PathBuf> {
-    let plain = !session_id.is_empty()
+    plain_id(session_id).then(|| git_dir.join("code-intel").join("hook-refusals").join(format!("{session_id}.jsonl")))
+}
+
+fn plain_id(session_id: &str) -> bool {
+    !session_id.is_empty()
         && session_id.len() <= 64
-        && session_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    plain.then(|| git_dir.join("code-intel").join("hook-refusals").join(format!("{session_id}.jsonl")))
+        && session_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// The most reads one session's log keeps.
+pub const MAX_READS: usize = 2000;
+
+fn reads_path(git_dir: &Path, session_id: &str) -> Option<PathBuf> {
+    plain_id(session_id).then(|| git_dir.join("code-intel").join("reads").join(session_id))
+}
+
+/// Notes that the client's own tool showed the files `rels` (paths relative to the work tree).
+pub fn record_reads(git_dir: &Path, session_id: &str, rels: &[String]) {
+    let Some(path) = reads_path(git_dir, session_id) else { return };
+    let known = reads(git_dir, session_id);
+    let new: Vec<&String> = rels.iter().filter(|r| !r.is_empty() && !r.contains('\n') && !known.contains(*r)).collect();
+    if new.is_empty() || known.len() + new.len() > MAX_READS {
+        return;
+    }
+    let text: String = new.iter().map(|r| format!("{r}\n")).collect();
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(&path))
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = written {
+        tracing::warn!("cannot note the reads in {}: {e}", path.display());
+    }
+}
+
+/// The files the client's own tools read during `session_id`, as the hooks saw them.
+pub fn reads(git_dir: &Path, session_id: &str) -> Vec<String> {
+    let Some(path) = reads_path(git_dir, session_id) else { return Vec::new() };
+    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
+    text.lines().filter(|l| !l.is_empty()).take(MAX_READS).map(str::to_owned).collect()
 }
 
 /// Appends `refusal` to the log of `session_id`, unless the log is full.
@@ -103,5 +141,10 @@ mod tests {
             record(dir.path(), "s", &HookRefusal::new("codex", "Bash", "x", "y"));
         }
         assert_eq!(read(dir.path(), "s").len(), MAX_RECORDS);
+        record_reads(dir.path(), "s", &["src/a.py".into(), "src/b.py".into()]);
+        record_reads(dir.path(), "s", &["src/a.py".into()]);
+        assert_eq!(reads(dir.path(), "s"), ["src/a.py", "src/b.py"]);
+        record_reads(dir.path(), "../x", &["src/a.py".into()]);
+        assert!(reads(dir.path(), "../x").is_empty());
     }
 }

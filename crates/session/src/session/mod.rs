@@ -440,9 +440,19 @@ impl Sessions {
     ) -> SessionResult<WriteCheck> {
         let stored = self.require_active(ws)?;
         let (rel, exists) = resolve_target(ws, file_path)?;
-        let mut checkpoint = stored.checkpoint;
+        let mut checkpoint = stored.checkpoint.clone();
         self.merge_record(&mut checkpoint);
-        match engine_api::check_write(&ws.contract, &checkpoint.orchestrator_state, &rel, exists, allow_new_files) {
+        let allowed =
+            engine_api::check_write(&ws.contract, &checkpoint.orchestrator_state, &rel, exists, allow_new_files);
+        if allowed.is_ok()
+            && checkpoint.orchestrator_state.explored_files != stored.checkpoint.orchestrator_state.explored_files
+        {
+            // The hooks and the sandbox judge by the stored session: files a tool showed since
+            // it was last saved go into it now, or the client's write of this one is refused
+            // there although it is allowed here.
+            self.save_explored(ws)?;
+        }
+        match allowed {
             Ok(why) => Ok(WriteCheck {
                 success: true,
                 allowed: true,
@@ -463,6 +473,20 @@ impl Sessions {
                 ..ErrorBody::default()
             }))),
         }
+    }
+
+    /// Saves the files the tools showed (and the tools called) since the session was last
+    /// saved, under the operation lock.
+    fn save_explored(&self, ws: &Workspace) -> SessionResult<()> {
+        let _lock = self.lock(ws)?;
+        let stored = self.require_active(ws)?;
+        let mut checkpoint = stored.checkpoint.clone();
+        self.merge_record(&mut checkpoint);
+        if checkpoint.orchestrator_state == stored.checkpoint.orchestrator_state {
+            return Ok(());
+        }
+        let store = self.store()?;
+        store.save(stored.commit, &checkpoint, "explored files").map(|_| ()).map_err(|e| store_error(ws, e))
     }
 
     pub fn add_explored_files(&self, ws: &Workspace, files: &[String]) -> SessionResult<ExploredAdded> {
@@ -523,6 +547,18 @@ impl Sessions {
         if record.is_for(st) {
             st.tools_called.extend(record.tools.iter().cloned());
             st.explored_files.extend(record.files.iter().cloned());
+        }
+        drop(record);
+        // What the client's own tools read, as the hooks saw it, counts as shown too.
+        if let Ok(store) = &self.store {
+            let repo = store.repository();
+            if let Some(root) = repo.workdir() {
+                for rel in crate::hook_log::reads(repo.git_dir(), &st.session_id) {
+                    if root.join(&rel).is_file() {
+                        st.explored_files.insert(rel);
+                    }
+                }
+            }
         }
     }
 
