@@ -297,7 +297,7 @@ pub struct RunCheckParams {
 
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 pub struct AddExploredFilesParams {
-    /// Files to add to the explored set (READY only).
+    /// Files you were shown, to add to the explored set (READY only).
     pub files: Vec<String>,
 }
 
@@ -563,7 +563,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "add_explored_files",
-        description = "Use in READY when check_write_target refuses a file you need to change: adds files to the explored set so they may be written."
+        description = "READY: adds files you were shown (by a code-intel tool, or your client's Read) to the explored set so they may be written. A file never shown is refused: look at it first (get_symbols)."
     )]
     async fn add_explored_files(
         &self,

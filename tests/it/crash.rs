@@ -108,6 +108,9 @@ async fn drive(client: &Client, root: &Path, merge: Merge) -> bool {
                               "tools_used": [], "summary": "plan"}))
             ),
             "READY_IMPL" => {
+                for file in ["src/auth.py", USER_UNSTAGED] {
+                    call!("get_symbols", json!({"path": file}));
+                }
                 call!("add_explored_files", json!({"files": ["src/auth.py", USER_UNSTAGED]}));
                 for file in ["src/auth.py", USER_UNSTAGED] {
                     let (e, w) = call!("check_write_target", json!({"file_path": file}));

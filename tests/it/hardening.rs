@@ -37,6 +37,8 @@ async fn in_ready(client: &Client) {
                         "tools_used": [], "summary": "plan"}}),
     )
     .await;
+    // Explored means shown: the file is looked at first.
+    ok(client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
 }
 
@@ -237,6 +239,8 @@ async fn stale_locks_are_cleared_or_named() {
         "checklist": [{"item": "i"}]}], "tools_used": [], "summary": "plan"}}),
     )
     .await;
+    // Explored means shown: the file is looked at first.
+    ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
     let path = root.join("src/auth.py");
@@ -472,6 +476,8 @@ async fn to_pre_commit(client: &Client, root: &Path, work: impl FnOnce(&Path)) {
         "checklist": [{"item": "i"}]}], "tools_used": [], "summary": "plan"}}),
     )
     .await;
+    // Explored means shown: the file is looked at first.
+    ok(client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     ok(client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
     let path = root.join("src/auth.py");

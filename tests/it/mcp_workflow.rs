@@ -116,6 +116,8 @@ async fn quick_flow_with_real_evidence() {
     // quick skipped exploration: nothing is explored yet, so writes need add_explored_files.
     let r = err(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
     assert_eq!(r["error"], "write_blocked");
+    // Explored means shown: the file is looked at first.
+    ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     assert_eq!(ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await["allowed"], true);
     let new = ok(&client, "check_write_target", json!({"file_path": "src/auth_tokens.py"})).await;
@@ -265,6 +267,8 @@ async fn three_failures_lead_to_intervention_then_escalation() {
     ok(&client, "get_session_status", json!({})).await;
     submit(&client, json!({"tasks": [{"id": "t1", "description": "add refresh_token", "status": "pending",
                                       "checklist": [{"item": "refresh_token", "status": "pending"}]}], "tools_used": [], "summary": "plan"})).await;
+    // Explored means shown: the file is looked at first.
+    ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     let (a, b) = implement_refresh(root);
     let evidence = format!("src/auth.py:{a}-{b}");
@@ -507,6 +511,8 @@ async fn hooks_status_and_clean_follow_the_session() {
 
     // READY: explored files may be edited, others not; shell writes are allowed.
     assert_eq!(hook(root, "Edit", json!({"file_path": "src/auth.py"})).0, 2);
+    // Explored means shown: the file is looked at first.
+    ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     assert_eq!(hook(root, "Edit", json!({"file_path": "src/auth.py"})).0, 0);
     assert_eq!(hook(root, "MultiEdit", json!({"file_path": root.join("src/auth.py")})).0, 0);
@@ -582,9 +588,18 @@ async fn a_file_listing_is_not_exploring() {
     assert!(listed["files"].as_array().unwrap().len() >= 4, "{listed}");
     let defs = ok(&client, "find_definitions", json!({"symbol": "validate_token"})).await;
     assert_eq!(defs["definitions"][0]["file"], "src/auth.py");
+    // Naming a file only listed is refused: it was never shown.
+    let named = json!({"explored_files": ["src/app.py"], "findings": ["validate_token at src/auth.py:12"],
+                       "tools_used": ["search_files", "find_definitions"], "summary": "explored"});
+    let r = err(&client, "submit_phase", json!({"data": named})).await;
+    assert_eq!(r["error"], "payload_mismatch", "{r}");
+    assert!(
+        r["message"].as_str().unwrap_or_default().contains("no tool showed you in this session: src/app.py"),
+        "{r}"
+    );
     submit(
         &client,
-        json!({"explored_files": ["src/app.py"], "findings": ["validate_token at src/auth.py:12"],
+        json!({"explored_files": ["src/auth.py"], "findings": ["validate_token at src/auth.py:12"],
                "tools_used": ["search_files", "find_definitions"], "summary": "explored"}),
     )
     .await;
@@ -601,7 +616,7 @@ async fn a_file_listing_is_not_exploring() {
         async move { call(client, "check_write_target", json!({"file_path": file})).await.is_error != Some(true) }
     };
     assert!(allowed("src/auth.py").await, "shown by find_definitions");
-    assert!(allowed("src/app.py").await, "named in explored_files");
+    assert!(!allowed("src/app.py").await, "named, never shown");
     assert!(!allowed("tests/test_auth.py").await, "only listed by search_files");
     assert!(!allowed("config.yaml").await, "only listed by search_files");
     fsck_clean(root);
@@ -689,6 +704,8 @@ async fn codex_hooks_judge_patches_and_shell_commands() {
     submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
     submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
                            "tools_used": [], "summary": "plan"})).await;
+    // Explored means shown: the file is looked at first.
+    ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     assert_eq!(codex_hook(root, "apply_patch", json!({"command": update})).0, 0);
     let both = "*** Begin Patch\n*** Update File: src/auth.py\n@@\n-a\n+b\n*** Update File: docs/auth.md\n@@\n-a\n+b\n*** End Patch\n";
@@ -720,6 +737,8 @@ async fn verification_runs_the_projects_tests() {
     submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
     submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
                            "tools_used": [], "summary": "plan"})).await;
+    // Explored means shown: the file is looked at first.
+    ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
     let (a, b) = implement_refresh(root);
@@ -816,6 +835,8 @@ async fn check_write_target_is_needed_per_task() {
                "tools_used": [], "summary": "two tasks"}),
     )
     .await;
+    // Explored means shown: the file is looked at first.
+    ok(&client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(&client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     ok(&client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
     let (a, b) = implement_refresh(root);

@@ -179,7 +179,8 @@ impl Agent {
             if error && tool == "check_write_target" {
                 // Refused: do what the message says, then ask again.
                 let message = answer["message"].as_str().unwrap_or_default().to_owned();
-                for fix in self.named_tools(&message) {
+                // check_write_target itself is asked again below, once the others ran.
+                for fix in self.named_tools(&message).into_iter().filter(|t| t != "check_write_target") {
                     let args = tool_arguments(&fix).unwrap_or(json!({}));
                     let (e, a) = self.tool(&fix, args).await;
                     assert!(!e, "{fix} refused: {a}");

@@ -250,6 +250,8 @@ async fn successful_session(client: &Client, root: &Path) {
                "tools_used": [], "summary": "plan"}),
     )
     .await;
+    // Explored means shown: the file is looked at first.
+    ok(client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     ok(client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
     let path = root.join("src/auth.py");

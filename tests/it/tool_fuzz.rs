@@ -472,6 +472,8 @@ async fn in_ready(client: &Client) {
             json!({"data": {"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i"}]}],
                             "tools_used": [], "summary": "plan"}}),
         ),
+        ("get_symbols", json!({"path": "src/auth.py"})),
+        ("get_symbols", json!({"path": "src/app.py"})),
         ("add_explored_files", json!({"files": ["src/auth.py", "src/app.py"]})),
     ] {
         let r = call(client, tool, args).await;

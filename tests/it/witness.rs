@@ -20,6 +20,8 @@ async fn implement_to_verify(client: &Client, root: &std::path::Path) -> Value {
     submit(client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
     submit(client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
                           "tools_used": [], "summary": "plan"})).await;
+    // Explored means shown: the file is looked at first.
+    ok(client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
     ok(client, "check_write_target", json!({"file_path": "src/auth.py"})).await;
     let path = root.join("src/auth.py");

@@ -14,7 +14,7 @@ use code_intel_workflow::engine::evidence::EvidenceFile;
 use code_intel_workflow::engine::payload::{Body, Payload};
 use code_intel_workflow::engine::phase::Phase;
 use code_intel_workflow::engine::response::PhaseResponse;
-use code_intel_workflow::engine::state::{Checkpoint, SessionState};
+use code_intel_workflow::engine::state::SessionState;
 use code_intel_workflow::engine::submit::{self, DocumentFacts};
 
 pub(super) fn check_repo_path(ws: &Workspace, repo_path: Option<&str>) -> SessionResult<()> {
@@ -106,21 +106,6 @@ pub(super) fn changed_lines(
         out.insert(path.clone(), written);
     }
     out
-}
-
-/// Files named in VERIFICATION's evidence or IMPACT_ANALYSIS's summary join the explored set.
-pub(super) fn add_cited_files(ws: &Workspace, payload: &Payload, next: &mut Checkpoint) {
-    for s in payload.citing_text() {
-        for word in s.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')') {
-            let candidate = submit::normalize_rel(word.trim_matches(|c| c == '`' || c == '\'' || c == '"'));
-            if candidate.is_empty() || candidate.starts_with('/') || candidate.contains("..") {
-                continue;
-            }
-            if ws.repo.root().join(&candidate).is_file() {
-                next.orchestrator_state.explored_files.insert(candidate);
-            }
-        }
-    }
 }
 
 /// The documents to read, when `response` is DOCUMENT_RESEARCH's.

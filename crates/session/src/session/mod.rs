@@ -38,8 +38,8 @@ use effects::{
     EffectFailure, SessionStep, history_record, new_session_id, report_record, session_writer, task_changes,
 };
 use facts::{
-    add_cited_files, changed_lines, check_repo_path, document_facts, documents_for, evidence_facts, far_symbols,
-    past_failures_for, resolve_target,
+    changed_lines, check_repo_path, document_facts, documents_for, evidence_facts, far_symbols, past_failures_for,
+    resolve_target,
 };
 pub use replies::{
     ActiveStatus, CleanupReply, ErrorBody, ExploredAdded, InactiveStatus, KeptBranch, ReviewReply, SessionError,
@@ -260,7 +260,6 @@ impl Sessions {
         let accepted = submit::submit(&ws.contract, &checkpoint, &payload, &facts).map_err(refused)?;
         let old_phase = checkpoint.orchestrator_state.phase();
         let mut next = accepted.session;
-        add_cited_files(ws, &payload, &mut next);
         let (calls, calls_not_kept) = self.recorded_calls(&checkpoint);
         let taken = calls.len();
         next.trail.push(TrailStep {
@@ -495,12 +494,19 @@ impl Sessions {
         let mut checkpoint = stored.checkpoint.clone();
         engine_api::check_add_explored(&ws.contract, &checkpoint.orchestrator_state, files)
             .map_err(|m| plain(&m.error, &m.message))?;
-        let mut added = Vec::new();
+        // Only what a tool showed or the client's Read opened counts: naming is not exploring.
+        self.merge_record(&mut checkpoint);
+        let (mut added, mut unseen) = (Vec::new(), Vec::new());
         for f in files.iter().filter(|f| !f.trim().is_empty()) {
             let (rel, _) = resolve_target(ws, f)?;
-            if checkpoint.orchestrator_state.explored_files.insert(rel.clone()) {
+            if !checkpoint.orchestrator_state.explored_files.contains(&rel) {
+                unseen.push(rel);
+            } else if !stored.checkpoint.orchestrator_state.explored_files.contains(&rel) {
                 added.push(rel);
             }
+        }
+        if !unseen.is_empty() {
+            return Err(contract_error(ws, &msg::ADD_EXPLORED_NOT_SHOWN, &[("files", &unseen.join(", "))]));
         }
         let store = self.store()?;
         match store.save(stored.commit, &checkpoint, "add explored files") {

@@ -67,6 +67,7 @@ catalogue! {
     DOCUMENTS_NOT_FOUND = ["failures", "DOCUMENT_RESEARCH", "documents_not_found"] ("files") Content;
     MUST_READ_NOT_REVIEWED = ["failures", "DOCUMENT_RESEARCH", "must_read_not_reviewed"] ("files") Content;
     EMPTY_RESULT = ["failures", "EXPLORATION", "empty_result"] () Shape;
+    EXPLORED_NOT_SHOWN = ["failures", "EXPLORATION", "explored_not_shown"] ("files") Content;
     QUOTE_NOT_IN_QUERY = ["failures", "QUERY_FRAME", "quote_not_in_query"] ("slot", "quote") Content;
     EMPTY_SEARCH_RESULTS = ["failures", "SEMANTIC", "empty_search_results"] () Shape;
     EMPTY_HYPOTHESES = ["failures", "VERIFICATION", "empty_hypotheses"] () Shape;
@@ -131,6 +132,7 @@ catalogue! {
     WRITE_PHASE_BLOCKED = ["tool_errors", "check_write_target", "write_phase_blocked"] ("phase") State;
     ADD_EXPLORED_PHASE_MISMATCH = ["tool_errors", "add_explored_files", "phase_mismatch"] ("phase") State;
     ADD_EXPLORED_NO_FILES = ["tool_errors", "add_explored_files", "no_files"] () Argument;
+    ADD_EXPLORED_NOT_SHOWN = ["tool_errors", "add_explored_files", "not_shown"] ("files") State;
     RUN_CHECK_NOT_A_VERIFY_COMMAND = ["tool_errors", "run_check", "not_a_verify_command"] ("command", "commands") Argument;
     RUN_CHECK_NO_VERIFY_COMMANDS = ["tool_errors", "run_check", "no_verify_commands"] () State;
     RUN_CHECK_BAD_SELECTOR = ["tool_errors", "run_check", "bad_selector"] ("selector") Argument;

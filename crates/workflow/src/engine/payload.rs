@@ -591,33 +591,4 @@ impl Payload {
     pub fn summary(&self) -> &str {
         self.common.summary.as_deref().unwrap_or("").trim()
     }
-
-    /// The text in which a VERIFICATION or IMPACT_ANALYSIS payload cites files: its summary,
-    /// each hypothesis with its evidence, the impact summary. (The adapter adds the files named
-    /// there to the explored set.) Empty for the other phases.
-    pub fn citing_text(&self) -> Vec<&str> {
-        let mut out = Vec::new();
-        match &self.body {
-            Body::Verification(p) => {
-                for h in p.hypotheses_verified.iter().flatten() {
-                    out.extend(h.hypothesis.as_deref());
-                    strings_of(h.evidence.as_ref(), &mut out);
-                }
-            }
-            Body::ImpactAnalysis(p) => strings_of(p.impact_summary.as_ref(), &mut out),
-            _ => return out,
-        }
-        out.extend(self.common.summary.as_deref());
-        out
-    }
-}
-
-/// Every string inside a free-form JSON value.
-fn strings_of<'a>(value: Option<&'a Value>, out: &mut Vec<&'a str>) {
-    match value {
-        Some(Value::String(s)) => out.push(s),
-        Some(Value::Array(items)) => items.iter().for_each(|v| strings_of(Some(v), out)),
-        Some(Value::Object(fields)) => fields.values().for_each(|v| strings_of(Some(v), out)),
-        _ => {}
-    }
 }

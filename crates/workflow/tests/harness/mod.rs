@@ -52,9 +52,24 @@ impl Session {
         self.cp.orchestrator_state.phase_state.step
     }
 
+    /// Records `tools` as called in this phase, as the adapter does; in this fixture a tool
+    /// that shows code shows src/auth.py, which then counts as explored (the adapter merges
+    /// what the tools showed before the engine judges).
     pub fn called(&mut self, tools: &[&str]) {
+        const SHOWING: &[&str] = &[
+            "find_definitions",
+            "find_references",
+            "search_text",
+            "get_symbols",
+            "get_function_at_line",
+            "analyze_structure",
+            "semantic_search",
+        ];
         for t in tools {
             self.cp.orchestrator_state.tools_called.insert((*t).to_owned());
+            if SHOWING.contains(t) {
+                self.cp.orchestrator_state.explored_files.insert("src/auth.py".into());
+            }
         }
     }
 

@@ -57,11 +57,15 @@ impl Step<'_> {
                 if files.is_empty() || findings.is_empty() {
                     return Err(self.refuse(msg::EMPTY_RESULT, &[]));
                 }
-                for f in files {
-                    let rel = normalize_rel(f);
-                    if !rel.is_empty() {
-                        st.explored_files.insert(rel);
-                    }
+                // Explored means shown: the adapter has put in what the tools showed and what
+                // the client's Read opened; naming a file adds nothing.
+                let unseen: Vec<String> = files
+                    .iter()
+                    .map(|f| normalize_rel(f))
+                    .filter(|rel| !rel.is_empty() && !state.explored_files.contains(rel))
+                    .collect();
+                if !unseen.is_empty() {
+                    return Err(self.refuse(msg::EXPLORED_NOT_SHOWN, &[("files", &unseen.join(", "))]));
                 }
                 Next::Phase(Phase::Q1, None)
             }
