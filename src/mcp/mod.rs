@@ -563,7 +563,7 @@ impl CodeIntelServer {
 
     #[tool(
         name = "add_explored_files",
-        description = "READY: adds files you were shown (by a code-intel tool, or your client's Read) to the explored set so they may be written. A file never shown is refused: look at it first (get_symbols)."
+        description = "Use in READY when check_write_target refuses a file you were shown (by a code-intel tool, or your client's Read): adds it to the explored set so it may be written. A file never shown is refused: look at it first (get_symbols)."
     )]
     async fn add_explored_files(
         &self,
