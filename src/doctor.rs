@@ -180,10 +180,17 @@ fn read_json(path: &Path) -> Option<Value> {
 /// Whether `doc.hooks` holds every one of `entries`.
 fn has_hooks(doc: Option<&Value>, entries: &[HookEntry]) -> bool {
     let Some(hooks) = doc.and_then(|d| d.get("hooks")) else { return false };
-    entries.iter().all(|(event, _, command)| {
+    entries.iter().all(|(event, matcher, command)| {
         hooks[*event].as_array().is_some_and(|groups| {
             groups.iter().any(|g| {
-                g["hooks"].as_array().is_some_and(|hs| hs.iter().any(|h| h["command"].as_str() == Some(command)))
+                let ours =
+                    g["hooks"].as_array().is_some_and(|hs| hs.iter().any(|h| h["command"].as_str() == Some(command)));
+                // A matcher an earlier version wrote may lack a tool added since (Read).
+                let sees_all = match (matcher, g["matcher"].as_str()) {
+                    (Some(wanted), Some(have)) => init::missing_tools(have, wanted).is_empty(),
+                    _ => true,
+                };
+                ours && sees_all
             })
         })
     })

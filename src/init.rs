@@ -421,9 +421,22 @@ fn add_hooks(doc: &mut Value, entries: &[HookEntry]) -> bool {
     for &(event, matcher, command) in entries {
         let list = hooks.entry(event).or_insert_with(|| json!([]));
         let Some(list) = list.as_array_mut() else { continue };
-        let present = list.iter().any(|group| {
+        let ours = |group: &Value| {
             group["hooks"].as_array().is_some_and(|hs| hs.iter().any(|h| h["command"].as_str() == Some(command)))
-        });
+        };
+        let present = list.iter().any(ours);
+        // A group an earlier version wrote keeps its tools and gains the ones added since
+        // (Read, for one); a group without a matcher already sees every tool.
+        if let Some(m) = matcher
+            && let Some(group) = list.iter_mut().find(|g| ours(g))
+            && let Some(old) = group["matcher"].as_str().map(str::to_owned)
+        {
+            let missing = missing_tools(&old, m);
+            if !missing.is_empty() {
+                group["matcher"] = json!(format!("{old}|{}", missing.join("|")));
+                changed = true;
+            }
+        }
         if !present {
             let mut group = json!({"hooks": [{"type": "command", "command": command}]});
             if let Some(m) = matcher {
@@ -434,6 +447,12 @@ fn add_hooks(doc: &mut Value, entries: &[HookEntry]) -> bool {
         }
     }
     changed
+}
+
+/// The tools of the matcher `wanted` (`A|B|C`) that the matcher `have` does not name.
+pub fn missing_tools<'a>(have: &str, wanted: &'a str) -> Vec<&'a str> {
+    let have: Vec<&str> = have.split('|').map(str::trim).collect();
+    wanted.split('|').filter(|t| !have.contains(t)).collect()
 }
 
 fn ensure_object<'a>(doc: &'a mut Value, key: &str) -> &'a mut serde_json::Map<String, Value> {

@@ -555,3 +555,36 @@ fn a_merged_file_keeps_its_link_and_its_mode() {
     assert!(stderr.contains("AGENTS.md is a symbolic link that does not resolve"), "{stderr}");
     assert_eq!(std::fs::read_link(root.join("AGENTS.md")).unwrap(), std::path::Path::new("nowhere/AGENTS.md"));
 }
+
+/// A hook group an earlier version wrote keeps its tools and gains the ones added since (Read):
+/// doctor names the old matcher, and init widens it.
+#[test]
+fn an_old_hook_matcher_is_named_by_doctor_and_widened_by_init() {
+    let repo = crate::common::committed_project();
+    let root = repo.path();
+    init(root, &[]);
+    let path = root.join(".claude/settings.json");
+    let mut settings: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for group in settings["hooks"]["PreToolUse"].as_array_mut().unwrap() {
+        group["matcher"] = json!("Edit|Write|MultiEdit|NotebookEdit|Bash|Task");
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&settings).unwrap()).unwrap();
+    let hooks_check = |root: &Path| {
+        let (_, out, _) = crate::common::run_cli(root, &["--json", "doctor"], "");
+        let checks: Value = serde_json::from_str(&out).unwrap();
+        let found = checks.as_array().unwrap().iter().find(|c| {
+            c["what"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("PreToolUse and SessionStart hooks in .claude/settings.json")
+        });
+        found.cloned().unwrap_or_else(|| panic!("{checks}"))
+    };
+    assert_ne!(hooks_check(root)["status"], "ok", "the matcher lacks Read");
+    init(root, &[]);
+    let settings: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let matchers: Vec<&str> =
+        settings["hooks"]["PreToolUse"].as_array().unwrap().iter().filter_map(|g| g["matcher"].as_str()).collect();
+    assert_eq!(matchers, ["Edit|Write|MultiEdit|NotebookEdit|Bash|Task|Read"], "the user's Task kept, Read added");
+    assert_eq!(hooks_check(root)["status"], "ok");
+}
