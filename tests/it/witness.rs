@@ -14,12 +14,17 @@ async fn start(client: &Client) -> Value {
     ok(client, "start_session", args).await
 }
 
-/// From QUERY_FRAME to POST_IMPL_VERIFY: one task that adds `refresh_token` to src/auth.py.
-/// Returns POST_IMPL_VERIFY's answer.
-async fn implement_to_verify(client: &Client, root: &std::path::Path) -> Value {
+/// From QUERY_FRAME to READY's implementation: one task `t1` with one item `i`.
+async fn to_ready(client: &Client) {
     submit(client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
     submit(client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
                           "tools_used": [], "summary": "plan"})).await;
+}
+
+/// From QUERY_FRAME to POST_IMPL_VERIFY: one task that adds `refresh_token` to src/auth.py.
+/// Returns POST_IMPL_VERIFY's answer.
+async fn implement_to_verify(client: &Client, root: &std::path::Path) -> Value {
+    to_ready(client).await;
     // Explored means shown: the file is looked at first.
     ok(client, "get_symbols", json!({"path": "src/auth.py"})).await;
     ok(client, "add_explored_files", json!({"files": ["src/auth.py"]})).await;
@@ -345,9 +350,7 @@ async fn a_file_a_tool_showed_in_ready_passes_the_hook_as_it_passed_check_write_
     let root = repo.path();
     let client = connect(root).await;
     start(&client).await;
-    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
-    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
-                          "tools_used": [], "summary": "plan"})).await;
+    to_ready(&client).await;
     let write = json!({"hook_event_name": "PreToolUse", "tool_name": "Write", "cwd": root,
                        "tool_input": {"file_path": root.join("src/app.py"), "content": "x = 1\n"}});
     let (code, _, why) = run_cli(root, &["hook", "claude-pre-tool-use"], &write.to_string());
@@ -368,9 +371,7 @@ async fn a_file_the_clients_read_tool_opened_counts_as_explored() {
     let root = repo.path();
     let client = connect(root).await;
     start(&client).await;
-    submit(&client, json!({"action_type": "modify", "tools_used": [], "summary": "frame"})).await;
-    submit(&client, json!({"tasks": [{"id": "t1", "description": "d", "status": "pending", "checklist": [{"item": "i", "status": "pending"}]}],
-                          "tools_used": [], "summary": "plan"})).await;
+    to_ready(&client).await;
     let r = err(&client, "check_write_target", json!({"file_path": "src/app.py"})).await;
     assert_eq!(r["error"], "write_blocked", "{r}");
     let read = json!({"hook_event_name": "PreToolUse", "tool_name": "Read", "cwd": root,

@@ -78,13 +78,19 @@ pub fn record_reads(git_dir: &Path, session_id: &str, rels: &[String]) {
         return;
     }
     let text: String = new.iter().map(|r| format!("{r}\n")).collect();
+    append(&path, &text);
+}
+
+/// Appends `text` to the file at `path` (made with its directory when missing); a failure is
+/// logged and lost.
+fn append(path: &Path, text: &str) {
     let written = path
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(&path))
+        .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(path))
         .and_then(|mut f| f.write_all(text.as_bytes()));
     if let Err(e) = written {
-        tracing::warn!("cannot note the reads in {}: {e}", path.display());
+        tracing::warn!("cannot append to {}: {e}", path.display());
     }
 }
 
@@ -103,14 +109,7 @@ pub fn record(git_dir: &Path, session_id: &str, refusal: &HookRefusal) {
     }
     let Ok(mut line) = serde_json::to_string(refusal) else { return };
     line.push('\n');
-    let written = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(&path))
-        .and_then(|mut f| f.write_all(line.as_bytes()));
-    if let Err(e) = written {
-        tracing::warn!("cannot log the hook's refusal in {}: {e}", path.display());
-    }
+    append(&path, &line);
 }
 
 /// The refusals logged for `session_id`, oldest first; lines that do not read as one are

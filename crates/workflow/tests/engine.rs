@@ -350,22 +350,7 @@ fn a_hypothesis_is_kept_with_what_its_evidence_is() {
             &[("index", "0"), ("evidence", "src/auth.py:40")]
         )
     );
-    s.cp.orchestrator_state.witnessed_runs.push(WitnessedRun {
-        id: 3,
-        verify_command: "python3 -m unittest".into(),
-        command: "python3 -m unittest".into(),
-        phase: "VERIFICATION".into(),
-        after_ready_visits: 0,
-        exit_code: 0,
-        timed_out: false,
-        duration_ms: 1,
-        runner: None,
-        passed: None,
-        failed: None,
-        skipped: None,
-        failing: Vec::new(),
-        tail: String::new(),
-    });
+    s.cp.orchestrator_state.witnessed_runs.push(passing_run(3, "VERIFICATION", 0));
     let payload = json!({"hypotheses_verified": [
         {"hypothesis": "login checks the store", "result": true, "evidence": "src/auth.py:2-3"},
         {"hypothesis": "the store is asked once", "result": true, "evidence": "run:3, src/auth.py:3"},
@@ -640,22 +625,7 @@ fn a_claimed_pass_needs_a_witnessed_run_where_a_check_can_run() {
     assert!(r["message"].as_str().unwrap_or_default().contains("`python3 -m unittest`"), "{r}");
     // A baseline (before READY) does not speak for the changed code; a run after the change does.
     let st = &mut s.cp.orchestrator_state;
-    let run = |id: u32, after_ready_visits: u32| WitnessedRun {
-        id,
-        verify_command: "python3 -m unittest".into(),
-        command: "python3 -m unittest".into(),
-        phase: "POST_IMPL_VERIFY".into(),
-        after_ready_visits,
-        exit_code: 0,
-        timed_out: false,
-        duration_ms: 1,
-        runner: None,
-        passed: None,
-        failed: None,
-        skipped: None,
-        failing: Vec::new(),
-        tail: String::new(),
-    };
+    let run = |id: u32, after_ready_visits: u32| passing_run(id, "POST_IMPL_VERIFY", after_ready_visits);
     st.witnessed_runs.push(run(1, 0));
     s.err(verdict.clone(), "verification_unwitnessed");
     let visits = s.cp.orchestrator_state.ready_visits;
@@ -1122,4 +1092,24 @@ fn an_implementation_is_not_told_it_modifies_nothing() {
     let reading = s.message(&["session_messages", "investigation_reading"], &[]);
     assert_eq!(q3["phase"], "Q3");
     assert!(!q3["instruction"].as_str().unwrap().contains(&reading), "{q3}");
+}
+
+/// A passing run of the fixture's verify command, as the server records one.
+fn passing_run(id: u32, phase: &str, after_ready_visits: u32) -> WitnessedRun {
+    WitnessedRun {
+        id,
+        verify_command: "python3 -m unittest".into(),
+        command: "python3 -m unittest".into(),
+        phase: phase.into(),
+        after_ready_visits,
+        exit_code: 0,
+        timed_out: false,
+        duration_ms: 1,
+        runner: None,
+        passed: None,
+        failed: None,
+        skipped: None,
+        failing: Vec::new(),
+        tail: String::new(),
+    }
 }
